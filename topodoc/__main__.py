@@ -1,0 +1,3 @@
+from topodoc.cli import main
+
+main()

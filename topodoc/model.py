@@ -1,0 +1,263 @@
+"""The typed snapshot of one machine: frozen dataclasses and enums, nothing else.
+
+Collectors fill it, rules read it, renderers format it. Keys are hardware identities (canonical
+PCI address ``0000:1a:00.0``, GPU index/UUID, NIC name); relations are by key. Units are in the field
+names. A value that could not be read is ``None`` with a :class:`Gap` beside it saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+SCHEMA_VERSION = 1
+
+
+class GapReason(str, Enum):
+    UNSUPPORTED = "unsupported"  # the hardware/driver does not offer it (NVML NotSupported)
+    MISSING = "missing"  # the file/function/binary does not exist here
+    PERMISSION = "permission"  # exists, but we may not read it (EACCES, NVML NoPermission)
+    ERROR = "error"  # reading it failed (garbage, timeout, GPU lost, ...)
+    NOT_RECORDED = "not_recorded"  # a replayed recording does not hold it
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Why a value is missing. ``what`` names the value, ``source`` where we tried to read it."""
+
+    what: str
+    reason: GapReason
+    source: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str | None = None
+    kernel: str | None = None
+    os_name: str | None = None
+    cpu_model: str | None = None
+    cpu_vendor: str | None = None  # "GenuineIntel", "AuthenticAMD", ...
+    sockets: int | None = None
+    logical_cpus: int | None = None
+    virtualized: bool | None = None  # hypervisor flag in /proc/cpuinfo
+    boot_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PciLink:
+    """Link state of a PCI function: current and maximum speed (GT/s) and width (lanes)."""
+
+    speed_gts: float | None = None
+    width: int | None = None
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # canonical "0000:1a:00.0"
+    class_code: int | None = None  # 0x030200
+    vendor_id: int | None = None
+    device_id: int | None = None
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    driver: str | None = None
+    numa_node: int | None = None  # -1 kept as -1: firmware gave none
+    local_cpulist: str | None = None
+    link: PciLink = field(default_factory=PciLink)
+    parent: str | None = None  # upstream PCI function (bridge/port) address, None on a root bus
+    host_bridge: str | None = None  # "pci0000:00": the root complex this device hangs from
+    port_type: str | None = None  # "root_port", "upstream", "downstream", "endpoint", ... when known
+    iommu_group: int | None = None
+    acs_ctrl: int | None = None  # ACS control register bits; None = not readable (see gaps)
+    aer: dict[str, int] = field(default_factory=dict)  # "correctable"/"fatal"/"nonfatal" totals
+    sysfs_path: str | None = None  # real path under /sys/devices
+
+
+@dataclass(frozen=True)
+class NvLink:
+    link: int
+    active: bool | None = None
+    version: int | None = None  # NVML enum value (A100 reports 5 == NVLink 3.1)
+    remote_pci_address: str | None = None
+    remote_type: str | None = None  # "gpu", "switch", "ibmnpu", "unknown"
+
+
+@dataclass(frozen=True)
+class GpuFabric:
+    """NVL72-style GPU fabric identity (nvmlDeviceGetGpuFabricInfoV)."""
+
+    state: str | None = None  # "not_supported", "not_started", "in_progress", "completed"
+    cluster_uuid: str | None = None
+    clique_id: int | None = None
+    status: int | None = None
+    health_mask: int | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    pci_address: str | None = None
+    pcie_gen: int | None = None
+    pcie_max_gen: int | None = None  # max for this device in this slot
+    pcie_gpu_max_gen: int | None = None  # max the GPU itself supports
+    pcie_width: int | None = None
+    pcie_max_width: int | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None  # cpulist "0-31"
+    compute_capability: str | None = None  # "9.0"
+    memory_total_bytes: int | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+    persistence_mode: bool | None = None
+    mig_mode: bool | None = None
+    fabric: GpuFabric | None = None
+    lost: bool = False  # NVML said GPU_IS_LOST for this index
+
+
+@dataclass(frozen=True)
+class GpuPair:
+    """What NVML says about one unordered GPU pair (a < b)."""
+
+    a: int
+    b: int
+    p2p_read: str | None = None  # "OK", "CNS", "GNS", "TNS", "NS", "DR", "U"
+    p2p_write: str | None = None
+    p2p_nvlink: str | None = None
+    p2p_atomics: str | None = None
+    common_ancestor: str | None = None  # "PIX", "PXB", "PHB", "NODE", "SYS", "INTERNAL"
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str
+    type: str | None = None  # "RoCE v2", "IB/RoCE v1"
+    netdev: str | None = None
+
+
+@dataclass(frozen=True)
+class NicPort:
+    port: int
+    state: str | None = None  # "ACTIVE", "DOWN", ...
+    phys_state: str | None = None  # "LinkUp", "Disabled", ...
+    rate_gbps: float | None = None
+    rate_text: str | None = None  # "400 Gb/sec (4X NDR)"
+    link_layer: str | None = None  # "InfiniBand" or "Ethernet"
+    gids: tuple[Gid, ...] = ()
+
+
+@dataclass(frozen=True)
+class Nic:
+    """An RDMA device (``/sys/class/infiniband``), an EFA device, or a plain network function.
+
+    ``kind``: "ib", "roce", "efa", "gvnic", "ethernet", "slingshot", "unknown".
+    """
+
+    name: str
+    kind: str
+    pci_address: str | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    driver: str | None = None
+    netdevs: tuple[str, ...] = ()
+    ports: tuple[NicPort, ...] = ()
+    fw_version: str | None = None
+    hca_type: str | None = None
+    node_guid: str | None = None
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    name: str
+    pci_address: str | None = None
+    driver: str | None = None
+    speed_mbps: int | None = None
+    operstate: str | None = None
+    mtu: int | None = None
+    mac: str | None = None
+    virtual: bool = False  # no PCI device behind it (lo, bridges, veth, ...)
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    node: int
+    cpulist: str | None = None
+    memory_total_kb: int | None = None
+    distances: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    release: str | None = None
+    cmdline: str | None = None
+    iommu_mode: str | None = None  # "off", "passthrough", "translated", "unknown"
+    iommu_groups: int | None = None
+    nvidia_driver_version: str | None = None  # from /proc/driver/nvidia/version
+    nvidia_open_kernel_module: bool | None = None
+    peermem_module: str | None = None  # "nvidia_peermem", "nv_peer_mem" or None when absent
+    peermem_version: str | None = None
+    dmabuf_supported: bool | None = None
+
+
+@dataclass(frozen=True)
+class MatrixGpu:
+    name: str  # "GPU0"
+    cpu_affinity: str | None = None
+    numa_affinity: str | None = None
+    gpu_numa_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MatrixNic:
+    name: str  # "NIC0" or "mlx5_0" (old drivers)
+    device: str | None = None  # from the NIC legend
+
+
+@dataclass(frozen=True)
+class ConnectionMatrix:
+    """An ``nvidia-smi topo -m`` style matrix (or ``-p2p`` when ``kind == "p2p"``).
+
+    ``links[row][col]`` holds each cell exactly as printed ("NV12", "PIX", "X"), with ``SOC``
+    normalised to ``SYS``; rows and columns use the names the matrix uses.
+    """
+
+    kind: str = "topo"  # "topo" or "p2p"
+    gpus: tuple[MatrixGpu, ...] = ()
+    nics: tuple[MatrixNic, ...] = ()
+    links: dict[str, dict[str, str]] = field(default_factory=dict)
+    p2p_mode: str | None = None  # "r", "w", "n", "a", "p" for -p2p matrices
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None  # 12040 == 12.4
+    nvml_version: str | None = None
+    nvml_available: bool = False
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the collectors saw on one machine (live or replayed)."""
+
+    schema: int = SCHEMA_VERSION
+    source: str = "live"  # "live" or the recording's name
+    topodoc_version: str | None = None
+    recorded_at: str | None = None
+    host: HostInfo = field(default_factory=HostInfo)
+    kernel: KernelInfo = field(default_factory=KernelInfo)
+    driver: DriverInfo = field(default_factory=DriverInfo)
+    pci: dict[str, PciDevice] = field(default_factory=dict)
+    gpus: tuple[Gpu, ...] = ()
+    gpu_pairs: tuple[GpuPair, ...] = ()
+    nics: tuple[Nic, ...] = ()
+    net: tuple[NetInterface, ...] = ()
+    numa: tuple[NumaNode, ...] = ()
+    process_cpuset: str | None = None
+    smi_topo: ConnectionMatrix | None = None
+    gaps: tuple[Gap, ...] = ()
