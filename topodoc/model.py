@@ -261,3 +261,66 @@ class Snapshot:
     process_cpuset: str | None = None
     smi_topo: ConnectionMatrix | None = None
     gaps: tuple[Gap, ...] = ()
+
+
+@dataclass(frozen=True)
+class NcclTestsResult:
+    """One half of an nccl-tests row (out-of-place or in-place), values as printed.
+
+    ``algbw``/``busbw`` are GB/s with 1 GB = 1e9 bytes. ``wrong`` is the ``#wrong`` count of newer
+    builds, or the maximum relative ``error`` of old builds (see ``NcclTestsRun.wrong_column``); ``None``
+    where the test printed ``N/A`` (validation off, or in-place sendrecv/alltoall).
+    """
+
+    time_us: float | None = None
+    algbw: float | None = None
+    busbw: float | None = None
+    wrong: int | float | None = None
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    size: int  # bytes
+    count: int | None = None  # elements
+    type: str | None = None  # "float", "bfloat16", ...
+    redop: str | None = None  # "sum", "none", ...
+    root: int | None = None  # -1 for rootless collectives; None on old builds without the column
+    out_of_place: NcclTestsResult | None = None
+    in_place: NcclTestsResult | None = None
+    line: int = 0  # 1-based line number in the input
+
+
+@dataclass(frozen=True)
+class NcclTestsDevice:
+    """One ``#  Rank  3 Group  0 Pid 1234 on host device  3 [0x4a] NVIDIA A100-SXM4-80GB`` line."""
+
+    rank: int
+    host: str | None = None
+    device: int | None = None
+    bus_id: str | None = None  # as printed: "0x4a" (older) or "0000:4a:00" (newer)
+    name: str | None = None
+    group: int | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclTestsRun:
+    """One nccl-tests invocation's output (``all_reduce_perf`` and friends)."""
+
+    collective: str | None = None  # "all_reduce", "all_gather", ... None when it cannot be told
+    program: str | None = None  # "all_reduce_perf" when the output names it
+    nranks: int | None = None
+    nodes: int | None = None  # distinct hosts in the device list
+    devices: tuple[NcclTestsDevice, ...] = ()
+    rows: tuple[NcclTestsRow, ...] = ()
+    avg_bus_bandwidth: float | None = None  # GB/s, as printed in "# Avg bus bandwidth"
+    out_of_bounds: int | None = None  # "# Out of bounds values : N OK|FAILED"
+    wrong_column: str = "#wrong"  # "#wrong" (count) or "error" (old builds: max relative error)
+    time_column: str = "time"  # "time" or "cputime"
+    complete: bool = False  # the footer was seen; False for a truncated or crashed run
+    params: dict[str, str] = field(default_factory=dict)  # nThread, nGpus, minBytes, ... as printed
+    nccl_tests_version: str | None = None
+    nccl_version: str | None = None  # "2.21.5" from an interleaved "NCCL version" line
+    failures: tuple[str, ...] = ()  # "Test NCCL failure ..." / "Test failure ..." lines
+    ignored_lines: int = 0  # NCCL INFO/WARN and launcher lines skipped
+    unparsed_lines: tuple[int, ...] = ()  # line numbers of lines that matched nothing known

@@ -1,0 +1,138 @@
+"""``topodoc diagnose [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEVERITY]``.
+
+Gathers the facts (a hardware snapshot, its derived topology, parsed NCCL logs, an nccl-tests
+comparison), runs every rule, and prints the findings worst first. The hardware is this machine
+unless ``--from`` names a recording, and is left out when only ``--log`` is given (add
+``--from live`` to join logs with this machine). Exit: 0 clean, 1 a finding at or above
+``--fail-on``, 2 bad input or an internal error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import NoReturn
+
+import click
+
+from topodoc.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+
+SEVERITIES = ("info", "warning", "error", "critical")
+
+
+@click.command()
+@click.option("--from", "source", metavar="SPEC", help="live, a recording NAME.tar.gz, or example:NAME.")
+@click.option(
+    "--log", "logs", multiple=True, metavar="FILE", help="An NCCL log (repeatable; .gz and - work)."
+)
+@click.option(
+    "--nccl-tests", "nccl_tests", metavar="FILE", help="nccl-tests output to compare with the model."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print findings, skipped rules and errors as JSON.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding is at least this severe.",
+)
+def command(
+    source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool, fail_on: str
+) -> None:
+    """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do."""
+    from topodoc.rules.engine import Facts, Severity, at_or_above, evaluate
+    from topodoc.rules.registry import RULES
+
+    snapshot = _snapshot(source) if source or not logs else None
+    analysis = _analyze(logs) if logs else None
+    topology, broken = _topology(snapshot)
+    comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
+    report = evaluate(Facts(snapshot, topology, analysis, comparisons), RULES)
+    if broken:
+        report = dataclasses.replace(report, errors=report.errors + (broken,))
+    inputs = _inputs(snapshot, logs, analysis, nccl_tests)
+    _emit(report, inputs, as_json)
+    if report.errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if at_or_above(report, Severity(fail_on)) else EXIT_OK)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"topodoc diagnose: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _snapshot(source: str | None):
+    from topodoc.probe.source import SourceError, load_snapshot
+
+    try:
+        return load_snapshot(source)
+    except SourceError as err:
+        _fail(str(err))
+
+
+def _analyze(paths: tuple[str, ...]):
+    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
+
+    try:
+        return analyze(list(paths))
+    except NoNcclLinesError as err:
+        _fail(str(err))
+    except OSError as err:
+        _fail(f"cannot read {err.filename or 'log'}: {err.strerror or err}")
+
+
+def _topology(snapshot):
+    """The derived topology, or None and an internal-error result when derivation fails."""
+    if snapshot is None:
+        return None, None
+    from topodoc.rules.engine import InternalError
+    from topodoc.topology import derive
+
+    try:
+        return derive(snapshot), None
+    except Exception as err:  # a derivation bug must not hide the rules that need only the snapshot
+        return None, InternalError("topology", f"{type(err).__name__}: {err}")
+
+
+def _compare(path: str, snapshot, topology):
+    """nccl-tests measured against the bandwidth model (the input bandwidth rules read)."""
+    from topodoc.parsers.nccl_tests import NcclTestsParseError, parse
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            run = parse(handle.read())
+    except OSError as err:
+        _fail(f"cannot read {path}: {err.strerror or err}")
+    except NcclTestsParseError as err:
+        _fail(f"{path}: {err}")
+    if topology is None:
+        return None
+    from topodoc.bandwidth.compare import compare_run
+    from topodoc.bandwidth.model import build
+
+    return compare_run(run, build(topology, snapshot))
+
+
+def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:
+    inputs = {"hardware": snapshot.source if snapshot else None, "log": None, "nccl-tests": nccl_tests}
+    if analysis is not None:
+        s = analysis.summary
+        facts = [
+            f"{s.nranks} ranks" if s.nranks else "",
+            f"{s.nnodes} node(s)" if s.nnodes else "",
+            f"NCCL {s.nccl_version}" if s.nccl_version else "",
+            f"transport {s.transport}" if s.transport else "",
+        ]
+        inputs["log"] = ", ".join(logs) + (f" ({', '.join(f for f in facts if f)})" if any(facts) else "")
+    return inputs
+
+
+def _emit(report, inputs: dict, as_json: bool) -> None:
+    from topodoc.report.diagnose import json_data, render_text
+
+    if as_json:
+        click.echo(json.dumps(json_data(report, inputs), indent=2))
+    else:
+        click.echo(render_text(report, inputs, color=sys.stdout.isatty()), nl=False)

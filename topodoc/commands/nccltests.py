@@ -1,0 +1,49 @@
+"""``topodoc nccltests FILE [--json]``: an nccl-tests output, parsed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from topodoc.cli import EXIT_ERROR
+
+
+@click.command()
+@click.argument("path", metavar="FILE")
+@click.option("--collective", default=None, help="Name the collective when the output does not.")
+@click.option("--json", "as_json", is_flag=True, help="The run as JSON (a list when the file holds several).")
+def command(path: str, collective: str | None, as_json: bool) -> None:
+    """Parse nccl-tests output (any version, with NCCL INFO lines or MPI prefixes mixed in)."""
+    runs = read_runs(path, collective)
+    if as_json:
+        from topodoc.codec import to_data
+
+        data = to_data(runs[0]) if len(runs) == 1 else to_data(list(runs))
+        click.echo(json.dumps(data, indent=2))
+        return
+    from topodoc.report.nccl_tests import render_run
+
+    click.echo("\n\n".join(render_run(run) for run in runs))
+
+
+def read_runs(path: str, collective: str | None = None):
+    """Every run in FILE; one line on stderr and exit 2 when it cannot be read or holds none."""
+    from topodoc.parsers.nccl_tests import NcclTestsParseError, parse_runs
+
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        return parse_runs(text, collective or _collective_from_name(path))
+    except (OSError, NcclTestsParseError) as err:
+        click.echo(f"topodoc nccltests: {path}: {err}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _collective_from_name(path: str) -> str | None:
+    from topodoc.parsers.nccl_tests import BUSBW_FACTORS
+
+    stem = Path(path).name
+    found = [name for name in BUSBW_FACTORS if name in stem]
+    return max(found, key=len) if found else None

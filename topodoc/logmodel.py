@@ -1,0 +1,198 @@
+"""What topodoc learned from a set of NCCL logs: frozen dataclasses, nothing else.
+
+:func:`topodoc.parsers.nccl_log.analyze` fills a :class:`LogAnalysis`; the rule engine and the renderers
+read it. Every claim carries an :class:`Evidence` (input name, 1-based line number, the line's text) so
+a report can say *where* it comes from. A value the logs do not show is ``None`` (or an empty tuple),
+never a guess.
+
+Vocabulary:
+
+- *process*: one ``host:pid`` pair from the NCCL line prefix (one rank of one job, usually);
+- *rank*: a rank of a communicator as NCCL's Init lines print it;
+- *transport*: the inter-node transport, one of ``IB``, ``RoCE``, ``EFA``, ``Socket``, ``TCPX``,
+  ``TCPXO``, ``gIB``, ``Slingshot``, ``IBext``, another plugin's name, or ``none`` (single node, no
+  network connection made).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ERROR_CATEGORIES = (
+    "ib_completion_error", "timeout", "socket_error", "no_net_device", "cuda_error", "system_error",
+    "invalid_usage", "internal_error", "remote_error", "version_mismatch", "plugin_error", "affinity",
+    "p2p_disabled", "other",
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line that supports a claim: input name, 1-based line number, text (prefix included)."""
+
+    file: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class LogError:
+    """A warning or error found in the logs, explained.
+
+    ``category`` is one of :data:`ERROR_CATEGORIES`; ``level`` is what the line says (``WARN``,
+    ``ERROR``, ``INFO``) or ``derived`` for a finding computed across lines (version mismatch).
+    ``count`` is how many lines said the same thing (same category and message); ``line``/``text``
+    are the first of them.
+    """
+
+    category: str
+    level: str
+    file: str
+    line: int
+    text: str
+    explanation: str
+    host: str | None = None
+    pid: int | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """``NCCL_X set by environment to Y`` (or ``NCCL_IB_HCA set to Y``) as NCCL echoed it."""
+
+    name: str
+    value: str
+    evidence: Evidence
+    disables: str | None = None  # the feature the setting switches off, when it does
+
+
+@dataclass(frozen=True)
+class NetDevice:
+    """A device NCCL said it uses: an HCA port, a socket interface, an OOB/bootstrap interface, an OFI NIC.
+
+    ``role``: ``hca`` (NET/IB), ``socket`` (NET/Socket), ``oob`` (IB's out-of-band interface),
+    ``bootstrap``, ``ofi`` (aws-ofi-nccl NIC), ``plugin`` (another plugin's interface).
+    """
+
+    host: str | None
+    role: str
+    name: str
+    index: int | None = None  # NCCL's net device index ([0] in "Using [0]mlx5_0:1/IB")
+    port: int | None = None
+    link_layer: str | None = None  # "IB", "RoCE", "UNSPECIFIED"
+    address: str | None = None  # IP address for interfaces
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One row of the per-rank connection table: a rank, a peer, and how they are connected.
+
+    ``transport`` is the path as NCCL prints it after ``via`` without flags (``NET/IB``, ``P2P/IPC``,
+    ``P2P/CUMEM``, ``P2P/direct``, ``P2P/indirect``, ``SHM``, ``COLLNET/SHARP`` ...). ``direction``:
+    ``send``, ``receive`` or ``None`` (intra-node lines have none). ``rank`` is the rank that printed the
+    line; ``nic`` the net device index, ``gdr`` whether ``/GDRDMA`` was shown (NET only), ``proxy_rank``
+    the PXN proxy. ``channels`` counts the channel lines folded into this row.
+    """
+
+    rank: int
+    peer: int
+    transport: str
+    direction: str | None
+    host: str | None
+    nic: int | None = None
+    gdr: bool | None = None
+    proxy_rank: int | None = None
+    flags: tuple[str, ...] = ()  # "read", "CE", "Shared", "PCI"
+    channels: int = 1
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """A rank of a communicator as an Init line (or a ``comm ... nRanks`` line) printed it."""
+
+    rank: int
+    nranks: int
+    comm: str  # the commId when printed, else the comm pointer
+    host: str | None
+    pid: int | None
+    cuda_dev: int | None = None
+    nvml_dev: int | None = None
+    bus_id: str | None = None  # canonical PCI address
+    local_rank: int | None = None
+    local_ranks: int | None = None
+    nnodes: int | None = None
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class Communicator:
+    """A communicator: its id, size, and how far its ranks got (Init START / COMPLETE, destroy)."""
+
+    comm_id: str
+    nranks: int | None
+    ranks_seen: int
+    init_start: int = 0  # how many ranks logged Init START
+    init_complete: int = 0
+    destroyed: int = 0
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    """What the logs say about one host name (which may stand for several machines)."""
+
+    name: str
+    machines: int  # >1 when one name covers several machines (distinct bootstrap IPs)
+    pids: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = ()
+    addresses: tuple[str, ...] = ()
+    nccl_versions: tuple[str, ...] = ()
+    hcas: tuple[str, ...] = ()
+    gdr: bool | None = None
+
+
+@dataclass(frozen=True)
+class LogSummary:
+    """The verdict: the fields a person (and a rule) looks at first. ``None`` = the logs do not say."""
+
+    transport: str | None = None
+    net_plugin: str | None = None  # the NET name NCCL selected ("IB", "Libfabric", "GPUDirectTCPX_v7"...)
+    libfabric_provider: str | None = None
+    gdr: bool | None = None  # True: every network connection uses GPUDirect RDMA
+    gdr_mode: str | None = None  # "used", "not_used", "asymmetric"
+    nccl_version: str | None = None  # the one most processes report
+    nccl_versions: tuple[str, ...] = ()
+    cuda_driver_version: int | None = None  # 12040 == 12.4
+    nranks: int | None = None
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    hosts: tuple[str, ...] = ()
+    hcas: tuple[str, ...] = ()  # "mlx5_0:1/IB"
+    intra_node: tuple[str, ...] = ()  # "P2P/IPC", "SHM", "NVLS", "PXN", ...
+    errors: tuple[LogError, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)  # field name -> lines
+
+
+@dataclass(frozen=True)
+class InputStats:
+    name: str
+    lines: int
+    nccl_lines: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class LogAnalysis:
+    """Everything :func:`topodoc.parsers.nccl_log.analyze` found in one set of inputs."""
+
+    summary: LogSummary
+    inputs: tuple[InputStats, ...] = ()
+    hosts: tuple[HostSummary, ...] = ()
+    ranks: tuple[RankInfo, ...] = ()
+    communicators: tuple[Communicator, ...] = ()
+    connections: tuple[Connection, ...] = ()
+    devices: tuple[NetDevice, ...] = ()
+    env: tuple[EnvSetting, ...] = ()
+    errors: tuple[LogError, ...] = ()

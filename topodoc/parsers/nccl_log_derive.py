@@ -1,0 +1,176 @@
+"""Derived facts: the connection table, intra-node transports, the inter-node transport, GPUDirect RDMA,
+and the environment settings that switch features off.
+
+Connection line formats (REFERENCE.md §1.10): ``Channel CC/I : r[d] -> p[d] [send] via NET/<name>/<nic>``
+with optional ``(proxy)`` (PXN), ``/GDRDMA``, ``(PCI)``, ``/Shared``; ``via P2P/IPC|CUMEM|MNNVL|direct
+pointer|indirect/r[d]`` with ``/read`` and ``/CE``; ``via SHM/...`` (``direct shared memory`` <= 2.13);
+NCCL 2.4-2.6 print ``Ring`` instead of ``Channel``. A ``[receive]`` line names the peer first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from topodoc.logmodel import Connection, EnvSetting, Evidence
+from topodoc.parsers import nccl_log_prefix as prefix
+from topodoc.parsers.nccl_log_state import LogState
+
+_CONN = re.compile(r"^(\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])?(?: \[(send|receive)\])? via (.+?)\s*$")
+_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[A-Za-z]+|\(PCI\))*)$")
+_P2P = re.compile(r"^P2P/(IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[\w+\])((?:/\w+)*)$")
+_COLLNET = re.compile(r"^COLLNET/(.+?)/(\d+)")
+_FAMILIES = (
+    ("GPUDirectTCPX", "TCPX"), ("FasTrak", "TCPXO"), ("TCPXO", "TCPXO"), ("gIB", "gIB"), ("IBext", "IBext"),
+    ("Socket", "Socket"),
+)
+_DISABLES = {
+    ("NCCL_P2P_DISABLE", "1"): "P2P", ("NCCL_IB_DISABLE", "1"): "IB/RoCE verbs transport",
+    ("NCCL_SHM_DISABLE", "1"): "SHM", ("NCCL_NET_GDR_LEVEL", "LOC"): "GPUDirect RDMA",
+    ("NCCL_NET_GDR_LEVEL", "0"): "GPUDirect RDMA", ("NCCL_NET_GDR_READ", "0"): "GPUDirect RDMA reads",
+    ("NCCL_NVLS_ENABLE", "0"): "NVLS", ("NCCL_P2P_LEVEL", "LOC"): "P2P", ("NCCL_P2P_LEVEL", "0"): "P2P",
+    ("NCCL_PXN_DISABLE", "1"): "PXN", ("NCCL_CUMEM_ENABLE", "0"): "cuMem", ("NCCL_NET_PLUGIN", "none"):
+    "external net plugins", ("NCCL_IBEXT_DISABLE", "1"): "IBext plugin", ("NCCL_DMABUF_ENABLE", "0"):
+    "DMA-BUF", ("NCCL_IB_GDR_LEVEL", "0"): "GPUDirect RDMA", ("NCCL_COLLNET_ENABLE", "0"): "CollNet",
+}
+
+
+def connections(state: LogState) -> tuple[Connection, ...]:
+    """Fold every counted connection line into one row per (host, rank, peer, path)."""
+    rows: dict[tuple, list] = {}
+    whos: dict[bytes, tuple[str | None, int | None]] = {}
+    for (who, rest), (count, ev) in state.conn_raw.items():
+        if who not in whos:
+            whos[who] = _who(who)
+        row = _row(rest.decode("utf-8", "replace"), whos[who][0], ev)
+        if row is None:
+            continue
+        key = (row.host, whos[who][1], row.rank, row.peer, row.transport, row.direction, row.nic, row.gdr,
+               row.proxy_rank, row.flags)
+        entry = rows.setdefault(key, [row, 0])
+        entry[1] += count
+    out = [Connection(**{**_fields(row), "channels": n}) for row, n in rows.values()]
+    return tuple(sorted(out, key=lambda c: (c.host or "", c.rank, c.peer, c.transport, c.direction or "")))
+
+
+def _fields(row: Connection) -> dict:
+    return {name: getattr(row, name) for name in Connection.__dataclass_fields__}
+
+
+def _who(who: bytes) -> tuple[str | None, int | None]:
+    rec = prefix.split(prefix.clean(who.decode("utf-8", "replace") + " NCCL INFO x"))
+    return (rec.host, rec.pid) if rec else (None, None)
+
+
+def _row(rest: str, host: str | None, ev: Evidence) -> Connection | None:
+    found = _CONN.match(rest)
+    if found is None:
+        return None
+    src, dst, direction, via = int(found[1]), int(found[2]), found[3], found[4]
+    rank, peer = (dst, src) if direction == "receive" else (src, dst)
+    transport, nic, gdr, proxy, flags = _via(via)
+    return Connection(rank, peer, transport, direction, host, nic, gdr, proxy, flags, 1, ev)
+
+
+def _via(via: str) -> tuple[str, int | None, bool | None, int | None, tuple[str, ...]]:
+    net = _NET.match(via)
+    if net:
+        tail = net[4]
+        flags = tuple(f for f in ("Shared", "PCI") if f in tail)
+        proxy = int(net[3]) if net[3] else None
+        return f"NET/{net[1]}", int(net[2]), "/GDRDMA" in tail, proxy, flags
+    p2p = _P2P.match(via)
+    if p2p:
+        kind = p2p[1].split(" ")[0].split("/")[0]
+        return f"P2P/{kind}", None, None, None, tuple(f for f in p2p[2].split("/") if f)
+    if via.startswith("SHM") or via == "direct shared memory":
+        return "SHM", None, None, None, ()
+    coll = _COLLNET.match(via)
+    if coll:
+        return f"COLLNET/{coll[1]}", int(coll[2]), None, None, ()
+    return via, None, None, None, ()
+
+
+def intra_node(state: LogState, conns: tuple[Connection, ...]) -> tuple[str, ...]:
+    kinds = {c.transport for c in conns if c.transport.startswith(("P2P/", "SHM"))}
+    if state.nvls:
+        kinds.add("NVLS")
+    if state.collnet or any(c.transport.startswith("COLLNET/") for c in conns):
+        kinds.add("CollNet")
+    if any(c.proxy_rank is not None for c in conns) or any(key[1] for key in state.ring_gdr):
+        kinds.add("PXN")
+    return tuple(sorted(kinds))
+
+
+def decide_transport(state: LogState, conns, nnodes: int | None):
+    """(transport, net plugin name, libfabric provider, evidence)."""
+    net = Counter(c.transport[4:] for c in conns if c.transport.startswith("NET/"))
+    provider = state.ofi.get("provider")
+    provider_name = provider[0] if provider else None
+    if net:
+        name = net.most_common(1)[0][0]
+        evidence = tuple(c.evidence for c in conns if c.transport == f"NET/{name}" and c.evidence)[:4]
+        return _family(state, name, provider_name), name, provider_name, evidence + _device_evidence(state)
+    selected = max(state.networks.items(), key=lambda kv: kv[1][0]) if state.networks else None
+    plugin = selected[0] if selected else None
+    if nnodes == 1:
+        ev = (selected[1][1],) if selected else ()
+        return "none", plugin, provider_name, ev
+    if selected is None:
+        return None, None, provider_name, ()
+    return _family(state, plugin, provider_name), plugin, provider_name, (selected[1][1],) + _device_evidence(state)
+
+
+def _family(state: LogState, name: str, provider: str | None) -> str:
+    if name == "IB":
+        if "sharp" in state.plugins:
+            return "IBext"
+        layers = {d.link_layer for d in state.devices.values() if d.role == "hca"}
+        return "RoCE" if layers == {"RoCE"} else "IB"
+    for marker, family in _FAMILIES:
+        if marker in name:
+            return family
+    if "Libfabric" in name or name.upper() == "OFI":
+        return {"efa": "EFA", "cxi": "Slingshot"}.get(provider or "", name if not provider else f"OFI/{provider}")
+    if any(key.startswith("family:FasTrak") for key in state.plugins):
+        return "TCPXO"
+    return name
+
+
+def _device_evidence(state: LogState) -> tuple[Evidence, ...]:
+    found = [d.evidence for d in state.devices.values() if d.role in ("hca", "socket") and d.evidence]
+    provider = state.ofi.get("provider")
+    return tuple(dict.fromkeys(found))[:2] + ((provider[1],) if provider else ())
+
+
+def decide_gdr(state: LogState, conns, transport: str | None):
+    """(gdr, mode, evidence): mode is "used", "not_used" or "asymmetric"; None when the log cannot tell."""
+    net = [c for c in conns if c.transport.startswith("NET/")]
+    if net:
+        used = [c for c in net if c.gdr]
+        unused = [c for c in net if not c.gdr]
+        mode = "used" if not unused else ("not_used" if not used else "asymmetric")
+        evidence = tuple(c.evidence for c in (used[:2] + unused[:2]) if c.evidence)
+        return mode == "used", mode, evidence
+    if transport == "none":
+        return None, None, ()
+    if state.ring_gdr:
+        on = [ev for (_h, _pxn, gdr), ev in state.ring_gdr.items() if gdr]
+        off = [ev for (_h, _pxn, gdr), ev in state.ring_gdr.items() if not gdr]
+        return _from_lines(on, off)
+    on = [ev for (_h, enabled), ev in state.gdr_lines.items() if enabled]
+    off = [ev for (_h, enabled), ev in state.gdr_lines.items() if not enabled]
+    return _from_lines(on, off) if on or off else (None, None, ())
+
+
+def _from_lines(on: list[Evidence], off: list[Evidence]):
+    mode = "used" if not off else ("not_used" if not on else "asymmetric")
+    return mode == "used", mode, tuple(on[:2] + off[:2])
+
+
+def env_settings(state: LogState) -> tuple[EnvSetting, ...]:
+    out = []
+    for (name, value), ev in state.env.items():
+        disables = _DISABLES.get((name, value.upper() if value.lower() != "none" else "none"))
+        out.append(EnvSetting(name, value, ev, disables))
+    return tuple(sorted(out, key=lambda e: (e.name, e.evidence.file, e.evidence.line)))

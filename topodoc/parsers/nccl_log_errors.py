@@ -1,0 +1,128 @@
+"""The error catalogue: which NCCL / PyTorch / verbs messages mean what, and what to try.
+
+:func:`classify` maps one message to ``(category, explanation)`` or ``None``. Categories are the fixed
+names in :data:`topodoc.logmodel.ERROR_CATEGORIES`. Sources: REFERENCE.md §1.14 (message texts and
+their usual meaning), §1.4-§1.8 (plugin and device messages), §2 (environment echo).
+"""
+
+from __future__ import annotations
+
+import re
+
+# verbs ibv_wc_status, in enum order (REFERENCE.md §1.14)
+WC_STATUS = (
+    "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+    "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+    "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+    "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR",
+)
+_STATUS_HELP = {
+    4: "local protection error: the NIC was refused access to the registered buffer. With GPU buffers "
+    "this is usually PCIe ACS or the IOMMU redirecting peer-to-peer traffic, or nvidia_peermem missing; "
+    "disable ACS on the bridges (or iommu=pt), load nvidia_peermem, or confirm with NCCL_NET_GDR_LEVEL=LOC.",
+    5: "work request flushed: the queue pair had already failed, so this is a consequence; look for the "
+    "first error before it (on another rank or host).",
+    10: "remote access error: the peer refused the RDMA access (its memory registration or GPUDirect "
+    "setup failed); check the peer host's peermem/ACS state and its own log.",
+    12: "transport retry counter exceeded: the peer never acknowledged. A link, switch or the peer process "
+    "went away, or on RoCE the GID index / RoCE version does not match (do not force NCCL_IB_GID_INDEX on "
+    "2.21+); check ibstat/port counters on both ends and NCCL_IB_TIMEOUT.",
+    13: "receiver-not-ready retries exceeded: the peer stopped posting receives (stalled or dead process).",
+}
+_VENDOR_HELP = {
+    129: "vendor syndrome 0x81: the HCA's retry timer expired (no ACK from the remote side)",
+    81: "vendor syndrome 0x51: the HCA reported a local protection fault on the DMA (GPU memory path)",
+    136: "vendor syndrome 0x88: the remote side rejected the access",
+    244: "vendor syndrome 0xf4: the QP was already in error and the request was flushed",
+    249: "vendor syndrome 0xf9: the request was flushed after an earlier error",
+}
+_IB_CQE = re.compile(
+    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:\w+\()?(?P<status>\d+)\)?"
+    r"(?:.*?vendor[ _]err(?:=| )?(?P<vendor>\d+))?"
+)
+
+_CATALOGUE: tuple[tuple[str, str, str], ...] = (
+    (r"Watchdog caught collective operation timeout|timed out|Timeout\(ms\)|[Tt]imeout waiting|"
+     r"NCCL timeout|ncclTimeout", "timeout",
+     "A collective did not finish in time. Usually one rank stopped (crash, hang, OOM, a straggler in data "
+     "loading) or the network path stalled; find the first rank that stopped logging and its first WARN."),
+    (r"No device found|No eligible providers|No NIC info|No IP interface found|Failed to initialize any NET"
+     r"|network \S+ not found|no socket interface found|no interface found|No usable listening interface",
+     "no_net_device",
+     "NCCL found no usable device for this network and falls back to the next one (usually Socket): check "
+     "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
+     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA, and NCCL_NET."),
+    (r"Connection closed by remote peer|connect to \S+ (?:failed|returned)|Connection refused|"
+     r"socketProgress|Message truncated|Connection reset|[Bb]roken pipe|socket\w* failed",
+     "socket_error",
+     "A TCP socket between ranks failed. Usually another rank exited or crashed first (find the earliest "
+     "error across ranks); otherwise a firewall, a wrong NCCL_SOCKET_IFNAME, or ranks running different "
+     "collectives / NCCL versions."),
+    (r"remote process exited|ncclRemoteError|remote error", "remote_error",
+     "A remote rank exited or its network failed; this rank only noticed. Look at the other ranks' logs "
+     "for the first failure."),
+    (r"Cuda failure|CUDA error|unhandled cuda error|cudaError|ncclUnhandledCudaError|Failed to bind NVLink SHARP",
+     "cuda_error",
+     "A CUDA call failed inside NCCL (out of memory, a GPU fault or Xid, an NVLS/Fabric Manager problem); "
+     "check nvidia-smi, dmesg for Xid errors and the Fabric Manager on NVSwitch systems."),
+    (r"ibv_\w+(?:\(\))? (?:failed|returned)|failed to extend /dev/shm|unlink shared memory|"
+     r"Failed to open libnvidia-ml|Could not find real path|unhandled system error|ncclSystemError",
+     "system_error",
+     "A system or verbs call failed: ibv_reg_mr/ibv_create_qp usually mean the locked-memory limit "
+     "(ulimit -l unlimited); ibv_modify_qp on RoCE a wrong GID; /dev/shm errors a container shm that is too "
+     "small (docker --shm-size)."),
+    (r"invalid usage|invalid argument|Invalid NCCL_COMM_ID|Invalid value|Duplicate GPU|ncclInvalidUsage|"
+     r"ncclInvalidArgument", "invalid_usage",
+     "NCCL was called in a way it rejects (two ranks on one GPU, a bad argument, a malformed setting); "
+     "check the launcher's GPU assignment and the NCCL_* values."),
+    (r"internal error|ncclInternalError", "internal_error",
+     "NCCL reported an internal error; often a consequence of an earlier failure or a topology the build "
+     "does not handle. Read the WARN lines before it."),
+    (r"Affinity for GPU \d+ is empty", "affinity",
+     "The process's CPU set does not intersect the GPU's local CPUs, so NCCL ignores affinity: the launcher "
+     "bound this rank to the wrong NUMA node; fix the binding (--cpu-bind, numactl) or the container cpuset."),
+    (r"P2P is disabled between|Could not enable P2P", "p2p_disabled",
+     "Peer-to-peer between these GPUs is off, so traffic bounces through host memory: check NCCL_P2P_DISABLE "
+     "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),
+    (r"NET/OFI|Failed to initialize NET plugin|NET/Plugin.*(?:undefined symbol|wrong ELF|incompatible)|"
+     r"Failed to open libibverbs|plugin", "plugin_error",
+     "A network plugin failed; NCCL then silently uses the next network (often Socket). Check the plugin's "
+     "libraries (aws-ofi-nccl, libfabric, the SHARP plugin) and pin NCCL_NET so a fallback fails loudly."),
+)
+_COMPILED = tuple((re.compile(p), c, e) for p, c, e in _CATALOGUE)
+_RETURN_CODE = {
+    1: ("cuda_error", "a CUDA error propagated (code 1, ncclUnhandledCudaError)"),
+    2: ("system_error", "a system call error propagated (code 2, ncclSystemError)"),
+    4: ("invalid_usage", "an invalid argument propagated (code 4)"),
+    5: ("invalid_usage", "an invalid usage propagated (code 5)"),
+    6: ("remote_error", "a remote error propagated (code 6, ncclRemoteError)"),
+}
+
+
+def classify(msg: str) -> tuple[str, str] | None:
+    """Category and explanation for an error or warning message, or ``None`` when none applies."""
+    cqe = _IB_CQE.search(msg)
+    if cqe:
+        return "ib_completion_error", explain_completion(int(cqe["status"]), cqe["vendor"])
+    for pattern, category, explanation in _COMPILED:
+        if pattern.search(msg):
+            return category, explanation
+    return None
+
+
+def explain_completion(status: int, vendor: str | None) -> str:
+    name = WC_STATUS[status] if 0 <= status < len(WC_STATUS) else f"status {status}"
+    text = f"IB work completion failed with {name} ({status}): "
+    text += _STATUS_HELP.get(status, "the verbs layer reported a failed transfer; check both ends' ports.")
+    if vendor is not None and int(vendor) in _VENDOR_HELP:
+        text += f" Vendor error {vendor}: {_VENDOR_HELP[int(vendor)]}."
+    return text
+
+
+def return_code_error(code: int) -> tuple[str, str] | None:
+    """An error for an ``file.cc:123 -> N`` chain seen without a WARN; ``None`` for benign codes (3, 7)."""
+    found = _RETURN_CODE.get(code)
+    if found is None:
+        return None
+    category, what = found
+    return category, f"NCCL printed a return-code chain: {what}, without a WARN line explaining it."

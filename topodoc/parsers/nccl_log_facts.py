@@ -1,0 +1,236 @@
+"""The line grammar: one small handler per NCCL message family, dispatched on the message's first word.
+
+Each handler reads one :class:`~topodoc.parsers.nccl_log_prefix.Record` and adds what it proves to a
+:class:`~topodoc.parsers.nccl_log_state.LogState`. Formats and their version history: REFERENCE.md §1.2
+(version), §1.4-§1.9 (network selection, NET/IB, Socket, plugins, OFI, GCP), §1.11-§1.13 (NVLS, GDR, Init),
+§2 (environment echo).
+"""
+
+from __future__ import annotations
+
+import re
+
+from topodoc import pciaddr
+from topodoc.logmodel import Evidence, NetDevice
+from topodoc.parsers import nccl_log_errors as errors
+from topodoc.parsers.nccl_log_prefix import Record
+from topodoc.parsers.nccl_log_state import LogState, RankEntry
+
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(\d+)(?::\d*)*/(\w+)")
+_OOB = re.compile(r"OOB ([^\s:]+):(\S+?)<\d+>")
+_IFACE = re.compile(r"\[(\d+)\]([^\s:]+):(\S+?)<\d+>")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using ([^\s:]+):(\S+?)<\d+>")
+_KV = re.compile(r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)")
+_OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
+_OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
+_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v\d+\)")
+_PLUGIN_NAME = re.compile(r"(?:Initialized|Assigned) NET plugin (\S+)|P2P plugin (\S+)")
+_RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
+_ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
+_STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
+_CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
+_INFO_ERROR = re.compile(
+    r"No device found|No eligible providers|Affinity for GPU \d+ is empty|P2P is disabled between|"
+    r"Could not enable P2P|Failed to initialize NET plugin|undefined symbol|wrong ELF|Got completion|"
+    r"[Tt]imed out|Connection closed"
+)
+
+
+def handle(state: LogState, rec: Record, ev: Evidence) -> None:
+    """Add what one NCCL record proves to ``state``."""
+    proc = (rec.host, rec.pid)
+    state.procs[proc] += 1
+    if rec.launcher_ip and rec.host:
+        state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
+    if rec.level in ("WARN", "ERROR"):
+        state.warned.add(proc)
+        _error(state, rec, ev, rec.msg)
+        if rec.level == "ERROR":
+            return
+    msg = rec.msg
+    word = msg.split(" ", 1)[0].rstrip(":")
+    handler = _BY_WORD.get(word)
+    if handler is None and word.startswith(("NCCL_", "OFI_NCCL_", "FI_")):
+        handler = _env
+    elif handler is None and word.startswith("NET/"):
+        handler = _net_other
+    if handler is not None:
+        handler(state, rec, ev)
+    elif " -> " in msg[:60]:
+        _chain(state, rec, ev)
+    if rec.level == "INFO" and _INFO_ERROR.search(msg):
+        _error(state, rec, ev, msg)
+
+
+def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> None:
+    found = errors.classify(msg)
+    category, explanation = found or ("other", "NCCL printed a warning; read it with the lines around it.")
+    key = re.sub(r"\d+", "N", msg)[:160]
+    state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
+
+
+def _version(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _VERSION.search(rec.msg)
+    if not found:
+        return
+    if rec.pid is None:
+        state.bare_versions.append((found[1], ev))
+    else:
+        state.versions.setdefault((rec.host, rec.pid), (found[1], ev))
+
+
+def _cuda_driver(state: LogState, rec: Record, ev: Evidence) -> None:
+    value = rec.msg.split()[-1]
+    if value.isdigit():
+        state.cuda_driver.setdefault(int(value), ev)
+
+
+def _using(state: LogState, rec: Record, ev: Evidence) -> None:
+    if rec.msg.startswith("Using network "):
+        name = rec.msg[len("Using network ") :].strip()
+        entry = state.networks.setdefault(name, [0, ev])
+        entry[0] += 1
+
+
+def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _BOOTSTRAP.search(rec.msg)
+    if found:
+        _device(state, NetDevice(rec.host, "bootstrap", found[1], address=found[2], evidence=ev))
+        state.note_address(rec.host, found[2], ev)
+
+
+def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
+    msg = rec.msg
+    if "Using" in msg:
+        for idx, name, port, layer in _IB_DEV.findall(msg.split("; OOB")[0]):
+            sharp = f"{name}:{port}/{layer}/SHARP" in msg
+            device = NetDevice(rec.host, "hca", name, int(idx), int(port), layer, evidence=ev)
+            _device(state, device)
+            if sharp:
+                state.plugins.setdefault("sharp", ev)
+        oob = _OOB.search(msg)
+        if oob:
+            _device(state, NetDevice(rec.host, "oob", oob[1], address=oob[2], evidence=ev))
+            state.note_address(rec.host, oob[2], ev)
+    elif "GPU Direct RDMA" in msg:
+        _gdr_line(state, rec, ev)
+
+
+def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
+    if "Using" in rec.msg:
+        for idx, name, addr in _IFACE.findall(rec.msg):
+            _device(state, NetDevice(rec.host, "socket", name, int(idx), address=addr, evidence=ev))
+
+
+def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _OFI_PROVIDER.search(rec.msg)
+    if found:
+        state.ofi.setdefault("provider", (found[1], ev))
+        if found[2]:
+            state.ofi.setdefault("fabric", (found[2], ev))
+    version = _OFI_VERSION.search(rec.msg)
+    if version:
+        state.ofi.setdefault("version", (version[1], ev))
+
+
+def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
+    family = rec.msg.split(" ", 1)[0].rstrip(":")[4:]
+    state.plugins.setdefault(f"family:{family}", ev)
+    if "GPU Direct RDMA" in rec.msg:
+        _gdr_line(state, rec, ev)
+    elif "Using" in rec.msg:
+        for idx, name, addr in _IFACE.findall(rec.msg):
+            _device(state, NetDevice(rec.host, "plugin", name, int(idx), address=addr, evidence=ev))
+
+
+def _plugin(state: LogState, rec: Record, ev: Evidence) -> None:
+    loaded = _LOADED.search(rec.msg)
+    if loaded:
+        state.plugins.setdefault(f"loaded:{loaded[1]}:{loaded[2]}", ev)
+    named = _PLUGIN_NAME.search(rec.msg)
+    if named:
+        state.plugins.setdefault(f"named:{named[1] or named[2]}", ev)
+    if rec.msg.startswith("Failed to initialize NET plugin"):
+        state.plugins.setdefault("failed:" + rec.msg.split()[-1], ev)
+
+
+def _gdr_line(state: LogState, rec: Record, ev: Evidence) -> None:
+    enabled = "RDMA Enabled" in rec.msg
+    state.gdr_lines.setdefault((rec.host, enabled), ev)
+
+
+def _connected(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _RING_GDR.search(rec.msg)
+    if found:
+        state.ring_gdr.setdefault((rec.host, found[1] == "1", found[2] == "1"), ev)
+    elif "NVLS" in rec.msg:
+        state.nvls.setdefault("connected", ev)
+    elif "CollNet" in rec.msg or "collNet" in rec.msg:
+        state.collnet.setdefault("connected", ev)
+
+
+def _nvls(state: LogState, rec: Record, ev: Evidence) -> None:
+    if rec.msg.startswith("NVLS comm") or "Created Multicast" in rec.msg:
+        state.nvls.setdefault("used", ev)
+
+
+def _collnet(state: LogState, rec: Record, ev: Evidence) -> None:
+    if " via " in rec.msg:
+        state.collnet.setdefault("used", ev)
+
+
+def _comm(state: LogState, rec: Record, ev: Evidence) -> None:
+    fields = dict(_KV.findall(rec.msg))
+    if "rank" not in fields:
+        return
+    if "nNodes" in fields and fields["nNodes"].isdigit():
+        state.nnodes.setdefault(int(fields["nNodes"]), ev)
+    proc = (rec.host, rec.pid)
+    entry = state.ranks.get((proc, fields.get("comm")))
+    if entry is None:
+        entry = state.ranks[(proc, fields.get("comm"))] = RankEntry(fields, proc, ev)
+    else:
+        entry.fields.update(fields)
+    stage = _STAGE.search(rec.msg)
+    if stage:
+        entry.stages.add(stage[1] or stage[2])
+
+
+def _env(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _ENV.match(rec.msg)
+    if found:
+        state.env.setdefault((found[1], found[2].strip()), ev)
+
+
+def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _CHAIN.match(rec.msg)
+    if found:
+        state.chains.setdefault((rec.host, rec.pid), (int(found[1]), ev))
+
+
+def _connection(state: LogState, rec: Record, ev: Evidence) -> None:
+    at = rec.msg.find(" : ")
+    if " via " in rec.msg and at > 0:
+        who = f"{rec.host or ''}:{rec.pid if rec.pid is not None else ''}:0 [{rec.dev}]".encode()
+        entry = state.conn_raw.setdefault((who, rec.msg[at + 3 :].encode()), [0, ev])
+        entry[0] += 1
+
+
+def _device(state: LogState, device: NetDevice) -> None:
+    key = (device.host, device.role, device.name, device.index, device.address)
+    state.devices.setdefault(key, device)
+
+
+def bus_id(text: str | None) -> str | None:
+    return pciaddr.try_normalize(text.removeprefix("0x")) if text else None
+
+
+_BY_WORD = {
+    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
+    "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi, "NET/Plugin": _plugin,
+    "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin, "GPU": _gdr_line,
+    "Connected": _connected, "NVLS": _nvls, "CollNet": _collnet, "comm": _comm, "Channel": _connection,
+    "Ring": _connection, "ncclCommInitRank": _comm, "ncclCommInitRankConfig": _comm, "ncclCommSplit": _comm,
+    "ncclCommInitAll": _comm, "ncclCommInitRankScalable": _comm, "[Rank": _comm, "ncclCommShrink": _comm,
+}

@@ -1,0 +1,82 @@
+"""The NCCL line prefix, and the launcher decorations in front of it.
+
+NCCL prints ``HOST:PID:TID [CUDADEV] NCCL INFO <msg>`` (REFERENCE.md §1.1); WARN lines add
+``FILE:LINE [(FUNC)]`` before ``NCCL WARN`` and, from 2.26, a ``[YYYY-MM-DD HH:MM:SS]`` timestamp;
+NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare. Launchers add their own
+decoration in front: ``[rank3]:`` (torchrun), ``0: `` (``srun --label``), ``[1,7]<stdout>:`` (mpirun
+``--tag-output``), ``host: `` (pdsh), ``(RayWorkerWrapper pid=..., ip=...)`` (Ray), CloudWatch
+``| timestamp |`` columns, ISO/k8s timestamps, ANSI colours. :func:`split` finds the record wherever it
+sits in the line and returns its parts; it never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+_LEAD_TIME = re.compile(
+    r"^\s*(?:\|\s*)?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"
+)
+_RECORD = re.compile(
+    r"(?:(?P<host>[^\s:\[\]|()]*):)?(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?P<mid>.*?)(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)"
+)
+_OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d+)\] (?:NCCL )?(?P<level>INFO|WARN) (?P<msg>.*)")
+_CALL = re.compile(r"(?P<host>[^\s:\[\]|()]*):(?P<pid>\d+):(?P<tid>\d+) NCCL CALL (?P<msg>.*)")
+_RAY_IP = re.compile(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)(?:, [^)]*)?\)")
+_TAIL_DUP = re.compile(r" \| [^\s|]*:\d+:\d+ \[\d+\] ")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One NCCL record found in a physical line. ``host``/``pid`` are ``None`` when the line lacks them."""
+
+    host: str | None
+    pid: int | None
+    dev: int | None
+    level: str  # "INFO", "WARN", "TRACE", "CALL"
+    msg: str
+    origin: str = ""  # WARN's "file.cc:123 (func)" slot
+    launcher_ip: str | None = None  # Ray's "ip=..." decoration
+
+
+def clean(text: str) -> str:
+    """Drop ANSI colour codes, carriage returns and a leading ISO/CloudWatch timestamp."""
+    if "\x1b" in text or "\r" in text:
+        text = _ANSI.sub("", text)
+    if text[:1].isdigit() or text[:2].strip().startswith("|"):
+        text = _LEAD_TIME.sub("", text, count=1)
+    return text
+
+
+def split(text: str) -> Record | None:
+    """Find the NCCL record in ``text`` (already :func:`clean`-ed), or ``None`` when there is none."""
+    match = _RECORD.search(text)
+    if match is None:
+        return _split_rare(text)
+    mid = match["mid"]
+    if len(mid) > 160 or (match["level"] == "INFO" and mid):
+        # "... [3] something INFO ..." that is not NCCL's INFO slot (application text)
+        if "NCCL" not in text[match.start("mid") : match.start("level")]:
+            return None
+    host = match["host"] or None
+    msg = _TAIL_DUP.split(match["msg"], maxsplit=1)[0].rstrip()
+    ray = _RAY_IP.search(text, 0, match.start())
+    return Record(
+        host=host, pid=int(match["pid"]), dev=int(match["dev"]), level=match["level"], msg=msg,
+        origin=mid.strip(), launcher_ip=ray["ip"] if ray else None,
+    )
+
+
+def _split_rare(text: str) -> Record | None:
+    call = _CALL.search(text)
+    if call:
+        return Record(call["host"] or None, int(call["pid"]), None, "CALL", call["msg"].rstrip())
+    old = _OLD_RECORD.search(text)
+    if old:
+        return Record(None, None, int(old["dev"]), old["level"], old["msg"].rstrip())
+    at = text.find("NCCL version ")
+    if at >= 0:
+        return Record(None, None, None, "VERSION", text[at:].rstrip())
+    return None

@@ -1,0 +1,74 @@
+"""The mutable accumulator the log scanner fills, line by line; :mod:`nccl_log_summary` freezes it.
+
+Everything is keyed so that memory depends on the job's size (processes, ranks, peers, devices), not on
+the log's: repeated lines only bump counters and keep the first line as evidence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from topodoc.logmodel import Evidence
+
+Proc = tuple  # (host or None, pid or None)
+
+
+@dataclass
+class ErrorEntry:
+    category: str
+    level: str
+    evidence: Evidence
+    explanation: str
+    proc: Proc
+    count: int = 1
+
+
+@dataclass
+class RankEntry:
+    """One process's view of one communicator (keyed by process and comm pointer)."""
+
+    fields: dict[str, str]
+    proc: Proc
+    evidence: Evidence
+    stages: set[str] = field(default_factory=set)  # "START", "COMPLETE", "Destroy", "Abort"
+
+
+@dataclass
+class LogState:
+    """Facts gathered so far. Keys hold the first evidence; counters hold how many lines agreed."""
+
+    versions: dict[Proc, tuple[str, Evidence]] = field(default_factory=dict)
+    bare_versions: list[tuple[str, Evidence]] = field(default_factory=list)
+    cuda_driver: dict[int, Evidence] = field(default_factory=dict)
+    networks: dict[str, list] = field(default_factory=dict)  # name -> [count, first evidence]
+    plugins: dict[str, Evidence] = field(default_factory=dict)  # "loaded:NAME", "p2p:IBext", ...
+    ofi: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # provider/fabric/version
+    devices: dict[tuple, object] = field(default_factory=dict)  # (host, role, name, ...) -> NetDevice
+    addresses: dict[str | None, dict[str, Evidence]] = field(default_factory=dict)  # host -> ip -> ev
+    gdr_lines: dict[tuple, Evidence] = field(default_factory=dict)  # (host, enabled) -> evidence
+    ring_gdr: dict[tuple, Evidence] = field(default_factory=dict)  # (host, pxn, gdr) -> evidence
+    nvls: dict[str, Evidence] = field(default_factory=dict)
+    collnet: dict[str, Evidence] = field(default_factory=dict)
+    ranks: dict[tuple, RankEntry] = field(default_factory=dict)  # (proc, comm pointer) -> entry
+    nnodes: dict[int, Evidence] = field(default_factory=dict)
+    test_ranks: dict[int, tuple[str, int, Evidence]] = field(default_factory=dict)  # nccl-tests rank
+    env: dict[tuple[str, str], Evidence] = field(default_factory=dict)
+    errors: dict[tuple, ErrorEntry] = field(default_factory=dict)
+    chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)  # last "-> N" per process
+    warned: set = field(default_factory=set)  # processes that printed a WARN
+    conn_raw: dict[tuple, list] = field(default_factory=dict)  # (who, rest) -> [count, evidence]
+    procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
+    ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
+
+    def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
+                   key: str) -> None:
+        found = self.errors.get((category, key))
+        if found is None:
+            self.errors[(category, key)] = ErrorEntry(category, level, ev, explanation, proc)
+        else:
+            found.count += 1
+
+    def note_address(self, host: str | None, ip: str, ev: Evidence) -> None:
+        if ip and not ip.startswith("127."):
+            self.addresses.setdefault(host, {}).setdefault(ip, ev)

@@ -1,0 +1,218 @@
+"""Freeze a :class:`LogState` into a :class:`LogAnalysis`: connections, ranks, hosts, and the verdict.
+
+The judgement calls, each backed by lines: the transport comes from the network connections NCCL made
+(``via NET/<name>``), refined by the devices (IB vs RoCE link layer, the libfabric provider); with no
+connection lines, from ``Using network`` unless the job is single-node, where the answer is ``none``.
+Nodes are counted from every source (host names, distinct bootstrap addresses per name, ``nNodes``,
+nranks / localRanks), so two machines both called ``ubuntu`` count as two.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from topodoc.logmodel import (
+    Communicator,
+    EnvSetting,
+    Evidence,
+    HostSummary,
+    InputStats,
+    LogAnalysis,
+    LogError,
+    LogSummary,
+    RankInfo,
+)
+from topodoc.parsers import nccl_log_errors as errors
+from topodoc.parsers.nccl_log_derive import connections, decide_gdr, decide_transport, env_settings, intra_node
+from topodoc.parsers.nccl_log_facts import bus_id
+from topodoc.parsers.nccl_log_state import LogState
+
+
+def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
+    conns = connections(state)
+    ranks = _ranks(state)
+    hosts = _hosts(state, conns, ranks)
+    nnodes, nodes_ev = _nnodes(state, hosts, ranks)
+    transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes)
+    gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
+    version, versions, v_ev = _versions(state)
+    env = env_settings(state)
+    errs = _errors(state, versions, env)
+    hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
+    summary = LogSummary(
+        transport=transport, net_plugin=plugin, libfabric_provider=provider, gdr=gdr, gdr_mode=gdr_mode,
+        nccl_version=version, nccl_versions=versions, cuda_driver_version=_most(state.cuda_driver),
+        nranks=max((r.nranks for r in ranks), default=None) or _test_nranks(state), nnodes=nnodes,
+        local_ranks=max((r.local_ranks or 0 for r in ranks), default=0) or None,
+        hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
+        errors=errs, env={e.name: e.value for e in env},
+        evidence=_drop_empty({"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}),
+    )
+    return LogAnalysis(
+        summary=summary, inputs=stats, hosts=hosts, ranks=ranks, communicators=_communicators(state, ranks),
+        connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs,
+    )
+
+
+def _drop_empty(values: dict[str, tuple[Evidence, ...]]) -> dict[str, tuple[Evidence, ...]]:
+    return {k: v for k, v in values.items() if v}
+
+
+def _most(values: dict[int, Evidence]) -> int | None:
+    return min(values) if len(values) == 1 else (max(values) if values else None)
+
+
+def _int(fields: dict[str, str], *names: str) -> int | None:
+    for name in names:
+        value = fields.get(name, "")
+        if value.lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def _ranks(state: LogState) -> tuple[RankInfo, ...]:
+    found: dict[tuple, RankInfo] = {}
+    for entry in state.ranks.values():
+        f = entry.fields
+        rank, nranks = _int(f, "rank"), _int(f, "nranks", "nRanks")
+        if rank is None or nranks is None:
+            continue
+        comm = f.get("commId") or f"size-{nranks}"
+        info = RankInfo(
+            rank=rank, nranks=nranks, comm=comm, host=entry.proc[0], pid=entry.proc[1],
+            cuda_dev=_int(f, "cudaDev"), nvml_dev=_int(f, "nvmlDev"), bus_id=bus_id(f.get("busId")),
+            local_rank=_int(f, "localRank"), local_ranks=_int(f, "localRanks"), nnodes=_int(f, "nNodes"),
+            evidence=entry.evidence,
+        )
+        found.setdefault((comm, rank, info.host, info.pid), info)
+    return tuple(sorted(found.values(), key=lambda r: (-r.nranks, r.comm, r.rank)))
+
+
+def _communicators(state: LogState, ranks: tuple[RankInfo, ...]) -> tuple[Communicator, ...]:
+    stages: dict[str, Counter] = {}
+    for entry in state.ranks.values():
+        nranks = _int(entry.fields, "nranks", "nRanks")
+        comm = entry.fields.get("commId") or f"size-{nranks}"
+        stages.setdefault(comm, Counter()).update(entry.stages)
+    out = []
+    for comm in dict.fromkeys(r.comm for r in ranks):
+        members = [r for r in ranks if r.comm == comm]
+        seen = stages.get(comm, Counter())
+        out.append(Communicator(
+            comm_id=comm, nranks=members[0].nranks, ranks_seen=len({(r.rank, r.host, r.pid) for r in members}),
+            init_start=seen["START"], init_complete=seen["COMPLETE"],
+            destroyed=seen["Destroy"] + seen["Abort"], evidence=members[0].evidence,
+        ))
+    return tuple(out)
+
+
+def _hosts(state: LogState, conns, ranks) -> tuple[HostSummary, ...]:
+    names = {p[0] for p in state.procs} | {c.host for c in conns} | {r.host for r in ranks}
+    names |= {t[0] for t in state.test_ranks.values()}
+    out = []
+    for name in sorted(n for n in names if n):
+        boot = {d.address for d in state.devices.values() if d.host == name and d.role == "bootstrap"}
+        oob = {d.address for d in state.devices.values() if d.host == name and d.role == "oob"}
+        machines = len((boot or oob) | set(state.ray_ips.get(name, {})))
+        out.append(HostSummary(
+            name=name, machines=max(1, machines),
+            pids=tuple(sorted({p[1] for p in state.procs if p[0] == name and p[1] is not None})),
+            ranks=tuple(sorted({r.rank for r in ranks if r.host == name and r.nranks == _world(ranks)})),
+            addresses=tuple(sorted(state.addresses.get(name, {}))),
+            nccl_versions=tuple(sorted({v for (h, _p), (v, _e) in state.versions.items() if h == name})),
+            hcas=tuple(sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values()
+                               if d.host == name and d.role == "hca"})),
+            gdr=_host_gdr(conns, name),
+        ))
+    return tuple(out)
+
+
+def _world(ranks) -> int:
+    return max((r.nranks for r in ranks), default=0)
+
+
+def _host_gdr(conns, name: str) -> bool | None:
+    flags = {c.gdr for c in conns if c.host == name and c.transport.startswith("NET/")}
+    return flags.pop() if len(flags) == 1 else (None if not flags else False)
+
+
+def _nnodes(state: LogState, hosts, ranks) -> tuple[int | None, tuple[Evidence, ...]]:
+    candidates: list[tuple[int, Evidence | None]] = [(n, ev) for n, ev in state.nnodes.items()]
+    if hosts:
+        candidates.append((sum(h.machines for h in hosts), None))
+    world = [r for r in ranks if r.nranks == _world(ranks) and r.local_ranks]
+    if world and world[0].nranks % world[0].local_ranks == 0:
+        candidates.append((world[0].nranks // world[0].local_ranks, world[0].evidence))
+    if not candidates:
+        return None, ()
+    best = max(n for n, _ev in candidates)
+    evidence = tuple(ev for n, ev in candidates if n == best and ev is not None)
+    if not evidence:
+        evidence = tuple(_host_evidence(state, hosts))
+    return best, evidence
+
+
+def _host_evidence(state: LogState, hosts) -> list[Evidence]:
+    out = []
+    for host in hosts:
+        boot = [d.evidence for d in state.devices.values() if d.host == host.name and d.role == "bootstrap"]
+        if boot and boot[0] is not None:
+            out.extend(ev for ev in boot if ev is not None)
+        else:
+            out.extend(ev for (h, _p), (_v, ev) in state.versions.items() if h == host.name)
+    return out[:16]
+
+
+def _test_nranks(state: LogState) -> int | None:
+    return max(state.test_ranks) + 1 if state.test_ranks else None
+
+
+def _versions(state: LogState) -> tuple[str | None, tuple[str, ...], tuple[Evidence, ...]]:
+    counts = Counter(v for v, _ev in state.versions.values()) + Counter(v for v, _ev in state.bare_versions)
+    if not counts:
+        return None, (), ()
+    best = counts.most_common(1)[0][0]
+    first = [ev for v, ev in list(state.versions.values()) + state.bare_versions if v == best][:1]
+    return best, tuple(sorted(counts, key=_version_key)), tuple(first)
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, ...]) -> tuple[LogError, ...]:
+    out = [
+        LogError(e.category, e.level, e.evidence.file, e.evidence.line, e.evidence.text, e.explanation,
+                 e.proc[0], e.proc[1], e.count)
+        for e in state.errors.values()
+    ]
+    for proc, (code, ev) in state.chains.items():
+        found = errors.return_code_error(code) if proc not in state.warned else None
+        if found:
+            out.append(LogError(found[0], "INFO", ev.file, ev.line, ev.text, found[1], proc[0], proc[1]))
+    if len(versions) > 1:
+        out.append(_mismatch(state, versions))
+    for setting in env:
+        if setting.disables == "P2P":
+            ev = setting.evidence
+            out.append(LogError(
+                "p2p_disabled", "INFO", ev.file, ev.line, ev.text,
+                f"{setting.name}={setting.value} switches GPU peer-to-peer off: intra-node traffic goes through "
+                "host memory (SHM) instead of NVLink/PCIe P2P. Remove it unless it works around a known fault.",
+            ))
+    return tuple(sorted(out, key=lambda e: (e.file, e.line)))
+
+
+def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:
+    seen = list(state.versions.items()) + [((None, None), item) for item in state.bare_versions]
+    first = {}
+    for _proc, (version, ev) in seen:
+        first.setdefault(version, ev)
+    ev = min(first.values(), key=lambda e: (e.file, e.line))
+    where = "; ".join(f"{v} at {first[v].file}:{first[v].line}" for v in versions)
+    return LogError(
+        "version_mismatch", "derived", ev.file, ev.line, ev.text,
+        f"Ranks run different NCCL versions ({where}). Mixed versions can disagree on topology, protocol and "
+        "wire format, causing hangs or 'ring does not loop back' errors: use one container image / NCCL "
+        "build on every node.",
+    )

@@ -1,0 +1,223 @@
+"""GPUs through NVML: driver versions, per-GPU identity, PCIe, NUMA, NVLink, fabric, and GPU pairs.
+
+NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
+
+- ``nvmlInit()``; ``nvmlSystemGetDriverVersion()`` -> str; ``nvmlSystemGetNVMLVersion()`` -> str;
+  ``nvmlSystemGetCudaDriverVersion_v2()`` -> int (``nvmlSystemGetCudaDriverVersion()`` when the _v2
+  symbol is missing); ``nvmlDeviceGetCount()`` -> int
+- per GPU: ``nvmlDeviceGetName(i)`` (GpuIsLost here or later marks the GPU lost and stops its calls),
+  ``nvmlDeviceGetUUID(i)``, ``nvmlDeviceGetSerial(i)``, ``nvmlDeviceGetPciInfo(i)`` -> dict with
+  ``busId``, ``nvmlDeviceGetCurrPcieLinkGeneration(i)``, ``nvmlDeviceGetMaxPcieLinkGeneration(i)``,
+  ``nvmlDeviceGetGpuMaxPcieLinkGeneration(i)``, ``nvmlDeviceGetCurrPcieLinkWidth(i)``,
+  ``nvmlDeviceGetMaxPcieLinkWidth(i)``, ``nvmlDeviceGetNumaNodeId(i)``,
+  ``nvmlDeviceGetCpuAffinity(i, 16)`` -> 16 64-bit mask words, ``nvmlDeviceGetCudaComputeCapability(i)``
+  -> [major, minor], ``nvmlDeviceGetMemoryInfo(i)`` -> dict with ``total``,
+  ``nvmlDeviceGetPersistenceMode(i)`` -> 0/1, ``nvmlDeviceGetMigMode(i)`` -> [current, pending],
+  ``nvmlDeviceGetGpuFabricInfoV(i)`` -> dict (``clusterUuid`` 16 bytes as a list or a string,
+  ``status``, ``cliqueId``, ``state``, ``healthMask``)
+- per link ``l`` = 0, 1, ... until InvalidArgument/NotSupported: ``nvmlDeviceGetNvLinkState(i, l)``
+  -> 0/1, and for active links ``nvmlDeviceGetNvLinkVersion(i, l)`` (NVML enum: 5 on A100),
+  ``nvmlDeviceGetNvLinkRemotePciInfo(i, l)`` -> dict with ``busId``,
+  ``nvmlDeviceGetNvLinkRemoteDeviceType(i, l)`` -> 0 GPU, 1 IBM NPU, 2 switch, 255 unknown
+- per pair: ``nvmlDeviceGetP2PStatus(a, b, k)`` for k = 0 read, 1 write, 2 NVLink, 3 atomics (literal
+  ints: pynvml's ``NVML_P2P_CAPS_INDEX_READ`` is a tuple in 13.615), and
+  ``nvmlDeviceGetTopologyCommonAncestor(a, b)`` -> 0/10/20/30/40/50
+- ``nvmlShutdown()``
+
+NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils the others.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from topodoc import pciaddr
+from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
+from topodoc.probe.host import NotRecorded, NvmlError
+from topodoc.probe.reading import format_cpulist
+
+MAX_LINKS = 36
+AFFINITY_WORDS = 16
+GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED = 15, 2, 3
+P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
+P2P_CAPS = (("p2p_read", 0), ("p2p_write", 1), ("p2p_nvlink", 2), ("p2p_atomics", 3))
+ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+REMOTE_TYPE = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
+FABRIC_STATE = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+def gap_reason(err: NvmlError) -> GapReason:
+    if isinstance(err, NotRecorded):
+        return GapReason.NOT_RECORDED
+    return {3: GapReason.UNSUPPORTED, 4: GapReason.PERMISSION, 9: GapReason.MISSING,
+            12: GapReason.MISSING, 13: GapReason.MISSING}.get(err.code, GapReason.ERROR)
+
+
+class GpuLost(Exception):
+    pass
+
+
+@dataclass
+class Query:
+    """The one place NVML is called from: failures become Gaps, GpuIsLost aborts the GPU."""
+
+    nvml: object
+    gaps: list[Gap]
+
+    def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
+        try:
+            return self.nvml.call(fn, *args)
+        except NvmlError as err:
+            if err.code == GPU_IS_LOST and lost_aborts and not isinstance(err, NotRecorded):
+                raise GpuLost() from err
+            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", err.name))
+            return None
+
+
+def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tuple[GpuPair, ...]]:
+    try:
+        nvml.call("nvmlInit")
+    except NvmlError as err:
+        gaps.append(Gap("NVIDIA driver (NVML)", gap_reason(err), "nvml:nvmlInit", _init_detail(err)))
+        return DriverInfo(nvml_available=False), (), ()
+    query = Query(nvml, gaps)
+    driver = _driver(query)
+    count = query("GPU count", "nvmlDeviceGetCount") or 0
+    gpus = tuple(_gpu(query, i) for i in range(count))
+    alive = [g.index for g in gpus if not g.lost]
+    pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1:])
+    _squash_pair_gaps(gaps)
+    try:
+        nvml.call("nvmlShutdown")
+    except NvmlError:
+        pass
+    return driver, gpus, pairs
+
+
+def _init_detail(err: NvmlError) -> str:
+    if err.code == 12:
+        return "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver installed"
+    if err.code == 9:
+        return "the NVIDIA kernel driver is not loaded"
+    return err.name
+
+
+def _driver(query: Query) -> DriverInfo:
+    try:
+        cuda = query.nvml.call("nvmlSystemGetCudaDriverVersion_v2")
+    except NvmlError:
+        cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion")
+    return DriverInfo(
+        query("driver version", "nvmlSystemGetDriverVersion"), cuda,
+        query("NVML version", "nvmlSystemGetNVMLVersion"), True,
+    )
+
+
+def _gpu(query: Query, i: int) -> Gpu:
+    try:
+        return _gpu_fields(query, i)
+    except GpuLost:
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", "GpuIsLost: the GPU fell off the bus"))
+        return Gpu(index=i, lost=True)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {err}"))
+        return Gpu(index=i)
+
+
+def _gpu_fields(query: Query, i: int) -> Gpu:
+    def q(what: str, fn: str, *args):
+        return query(f"{what} of GPU {i}", fn, i, *args)
+
+    pci = q("PCI info", "nvmlDeviceGetPciInfo") or {}
+    capability = q("compute capability", "nvmlDeviceGetCudaComputeCapability")
+    memory = q("memory size", "nvmlDeviceGetMemoryInfo") or {}
+    mig = q("MIG mode", "nvmlDeviceGetMigMode")
+    persistence = q("persistence mode", "nvmlDeviceGetPersistenceMode")
+    return Gpu(
+        index=i, name=q("name", "nvmlDeviceGetName"), uuid=q("UUID", "nvmlDeviceGetUUID"),
+        serial=q("serial", "nvmlDeviceGetSerial"), pci_address=pciaddr.try_normalize(pci.get("busId")),
+        pcie_gen=q("PCIe generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
+        pcie_max_gen=q("max PCIe generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
+        pcie_gpu_max_gen=q("GPU max PCIe generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
+        pcie_width=q("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth"),
+        pcie_max_width=q("max PCIe width", "nvmlDeviceGetMaxPcieLinkWidth"),
+        numa_node=q("NUMA node", "nvmlDeviceGetNumaNodeId"),
+        cpu_affinity=mask_to_cpulist(q("CPU affinity", "nvmlDeviceGetCpuAffinity", AFFINITY_WORDS)),
+        compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
+        memory_total_bytes=memory.get("total"), nvlinks=_nvlinks(query, i),
+        persistence_mode=None if persistence is None else bool(persistence),
+        mig_mode=None if mig is None else bool(mig[0]), fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
+    )
+
+
+def mask_to_cpulist(words: list[int] | None) -> str | None:
+    """NVML's 64-bit affinity words (word k covers CPUs 64k..64k+63) -> ``"0-31,64-95"``."""
+    if words is None:
+        return None
+    cpus = [64 * k + bit for k, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1]
+    return format_cpulist(cpus) or None
+
+
+def _nvlinks(query: Query, i: int) -> tuple[NvLink, ...]:
+    links = []
+    for link in range(MAX_LINKS):
+        try:
+            state = query.nvml.call("nvmlDeviceGetNvLinkState", i, link)
+        except NvmlError as err:
+            if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
+                raise GpuLost() from err
+            if err.code not in (INVALID_ARGUMENT, NOT_SUPPORTED) or isinstance(err, NotRecorded):
+                query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
+            break
+        links.append(_link(query, i, link, bool(state)))
+    return tuple(links)
+
+
+def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
+    if not active:
+        return NvLink(link, active=False)
+    what = f"NVLink {link} of GPU {i}"
+    remote = query(f"remote PCI of {what}", "nvmlDeviceGetNvLinkRemotePciInfo", i, link) or {}
+    kind = query(f"remote type of {what}", "nvmlDeviceGetNvLinkRemoteDeviceType", i, link)
+    return NvLink(
+        link, True, query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
+        pciaddr.try_normalize(remote.get("busId")), REMOTE_TYPE.get(kind) if kind is not None else None,
+    )
+
+
+def _fabric(info: dict | None) -> GpuFabric | None:
+    if not info:
+        return None
+    return GpuFabric(
+        FABRIC_STATE.get(info.get("state"), str(info.get("state"))), _uuid(info.get("clusterUuid")),
+        info.get("cliqueId"), info.get("status"), info.get("healthMask"),
+    )
+
+
+def _uuid(raw) -> str | None:
+    if isinstance(raw, str) or raw is None:
+        return raw or None
+    text = bytes(int(b) & 0xFF for b in raw).hex()
+    return None if not text.strip("0") else f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def _pair(query: Query, a: int, b: int) -> GpuPair:
+    values = {}
+    for name, index in P2P_CAPS:
+        code = query(f"{name} GPU{a}-GPU{b}", "nvmlDeviceGetP2PStatus", a, b, index, lost_aborts=False)
+        values[name] = P2P_STATUS.get(code, str(code)) if code is not None else None
+    level = query(f"common_ancestor GPU{a}-GPU{b}", "nvmlDeviceGetTopologyCommonAncestor", a, b,
+                  lost_aborts=False)
+    return GpuPair(a, b, common_ancestor=ANCESTOR.get(level) if level is not None else None, **values)
+
+
+def _squash_pair_gaps(gaps: list[Gap]) -> None:
+    """One Gap per (pair field, reason) instead of one per GPU pair."""
+    pair_gaps = [g for g in gaps if " GPU" in g.what and "-GPU" in g.what]
+    if not pair_gaps:
+        return
+    counts = Counter((g.what.split(" GPU")[0], g.reason, g.source, g.detail) for g in pair_gaps)
+    gaps[:] = [g for g in gaps if g not in pair_gaps]
+    for (field, reason, source, detail), n in counts.items():
+        gaps.append(Gap(f"{field} of {n} GPU pairs", reason, source, detail))

@@ -1,0 +1,156 @@
+"""Record a machine into one ``.tar.gz`` and open such a recording as a replaying :class:`Host`.
+
+``write_recording`` runs the real collectors through recording wrappers (:class:`RecordingFs`,
+:class:`RecordingNvml`, :class:`RecordingRunner`), so the archive holds exactly what the code reads::
+
+    meta.json       format, topodoc version, recorded_at, name, redacted, unreadable paths + reasons
+    fs/...          the files, listings and symlinks the collectors touched (links kept, made relative)
+    nvml.json       the NVML tape (every call's args, return code and value)
+    commands.json   each command's argv, stdout, stderr, exit code, timed_out, missing
+
+``open_recording`` extracts safely (see :mod:`topodoc.probe.archive`) into a temporary directory
+that lives as long as the returned Host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from topodoc import __version__
+from topodoc.model import GapReason
+from topodoc.probe.archive import ArchiveError, Members, extract_archive, write_archive
+from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
+from topodoc.probe.recordfs import RecordingFs
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class RecordingSummary:
+    path: str
+    name: str
+    files: int
+    links: int
+    nvml_calls: int
+    commands: int
+    unreadable: int
+    size_bytes: int
+    redacted: bool
+
+
+def write_recording(host: Host, out_path, *, redact: bool = False, name: str | None = None) -> RecordingSummary:
+    from topodoc.probe.collect import collect
+
+    fs = RecordingFs(host.fs)
+    nvml, runner = RecordingNvml(host.nvml), RecordingRunner(host.runner)
+    collect(Host(fs, nvml, runner))
+    name = name or _name_from(out_path)
+    meta = _meta(fs, name, redact)
+    members = _members(fs, meta, nvml.tape, runner.tape)
+    if redact:
+        from topodoc.probe.redact import redact_members
+
+        redact_members(members)
+    size = write_archive(str(out_path), members)
+    return RecordingSummary(
+        str(out_path), name, len(fs.files), len(fs.links), len(nvml.tape["calls"]),
+        len(runner.tape["commands"]), len(fs.unreadable), size, redact,
+    )
+
+
+def _name_from(out_path) -> str:
+    base = os.path.basename(str(out_path))
+    for suffix in (".tar.gz", ".tgz"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def _meta(fs: RecordingFs, name: str, redact: bool) -> dict:
+    unreadable = [
+        {"path": path, "reason": reason.value, "detail": detail}
+        for path, (reason, detail) in sorted(fs.unreadable.items())
+    ]
+    return {
+        "format": FORMAT, "topodoc_version": __version__, "name": name, "redacted": redact,
+        "recorded_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "unreadable": unreadable,
+    }
+
+
+def _members(fs: RecordingFs, meta: dict, nvml_tape: dict, command_tape: dict) -> Members:
+    members = Members()
+    members.dirs = {"fs" + d for d in fs.dirs if d != "/"} | {"fs"}
+    members.files = {"fs" + path: data for path, data in fs.files.items()}
+    for path in fs.empty_files - set(fs.files):
+        members.files["fs" + path] = b""
+    members.links = {"fs" + link: safe_target(link, target) for link, target in fs.links.items()}
+    for key, value in (("meta.json", meta), ("nvml.json", nvml_tape), ("commands.json", command_tape)):
+        members.files[key] = json.dumps(value, indent=1, sort_keys=True).encode()
+    return members
+
+
+def safe_target(link: str, target: str) -> str:
+    """``target`` if it stays inside the recorded root as written, else the equivalent relative path."""
+    folder = posixpath.dirname(link)
+    if not target.startswith("/"):
+        lexical = posixpath.normpath(posixpath.join(folder.lstrip("/"), target))
+        if lexical != ".." and not lexical.startswith("../"):
+            return target
+    resolved = posixpath.normpath(posixpath.join(folder, target))
+    return posixpath.relpath(resolved, folder)
+
+
+def open_recording(path) -> Host:
+    """Extract the recording at ``path`` safely and return a Host that replays it."""
+    workdir = tempfile.TemporaryDirectory(prefix="topodoc-replay-")
+    extract_archive(str(path), workdir.name)
+    host = open_directory(workdir.name, label=str(path))
+    host._workdir = workdir  # the extracted tree lives as long as the Host
+    return host
+
+
+def open_directory(directory, label: str | None = None) -> Host:
+    """A Host replaying an already extracted recording (``meta.json``, ``fs/``, tapes) in ``directory``."""
+    root = Path(directory)
+    label = label or str(directory)
+    meta = _load_json(root, "meta.json", label)
+    if meta.get("format") != FORMAT:
+        raise ArchiveError(f"{label}: recording format {meta.get('format')!r} is not the supported {FORMAT}")
+    try:
+        failures = {
+            item["path"]: (GapReason(item["reason"]), item.get("detail", ""))
+            for item in meta.get("unreadable", [])
+        }
+        nvml = TapeNvml(_load_json(root, "nvml.json", label, {}))
+        runner = TapeRunner(_load_json(root, "commands.json", label, {}))
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ArchiveError(f"{label}: malformed recording ({err})") from err
+    fs_root = root / "fs"
+    if not fs_root.is_dir():
+        raise ArchiveError(f"{label}: not a topodoc recording (no fs/ directory)")
+    return Host(RootFs(fs_root, failures), nvml, runner, meta)
+
+
+_REQUIRED = object()
+
+
+def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
+    file = root / name
+    if not file.is_file() or file.is_symlink():
+        if default is _REQUIRED:
+            raise ArchiveError(f"{archive}: not a topodoc recording (no {name})")
+        return default
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ArchiveError(f"{archive}: {name} is not valid JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise ArchiveError(f"{archive}: {name} must hold a JSON object")
+    return data

@@ -1,0 +1,126 @@
+"""Redaction of a recording before it is written: consistent, format-preserving replacements.
+
+Replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
+the hostname (as a whole word; read from ``/proc/sys/kernel/hostname`` and ``/etc/hostname``), GPU
+serials (the tape's ``nvmlDeviceGetSerial`` answers), and by pattern IPv4 addresses (except 0.0.0.0
+and 127.x), MAC addresses (6-byte Ethernet and 20-byte IPoIB), UUIDs (``GPU-``/``MIG-`` prefixes kept),
+128-bit GIDs and 64-bit GUIDs. Binary PCI ``config`` files keep everything but the Device Serial
+Number, which is zeroed. The same original always maps to the same replacement, and a replacement
+has the original's shape (a MAC stays a MAC; an IPv4-mapped RoCE GID maps to the redacted IPv4), so
+the redacted recording still parses into a consistent snapshot. Compressed IPv6 spellings (``fe80::1``)
+are not matched: no collector reads a file that holds one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import count
+
+from topodoc.probe import pcicfg
+from topodoc.probe.archive import Members
+
+HEX = "[0-9A-Fa-f]"
+EDGE_L, EDGE_R = r"(?<![0-9A-Fa-f:.])", r"(?![0-9A-Fa-f:-])"
+PATTERN = re.compile(
+    EDGE_L + "(?:"
+    + rf"(?P<gid>{HEX}{{4}}(?::{HEX}{{4}}){{7}})"
+    + rf"|(?P<mac20>{HEX}{{2}}(?::{HEX}{{2}}){{19}})"
+    + rf"|(?P<uuid>{HEX}{{8}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{12}})"
+    + rf"|(?P<guid>{HEX}{{4}}(?::{HEX}{{4}}){{3}})"
+    + rf"|(?P<mac>{HEX}{{2}}(?::{HEX}{{2}}){{5}})"
+    + r"|(?P<ipv4>(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})"
+    + ")" + EDGE_R
+)
+KEEP_IPV4 = re.compile(r"^(?:0\.0\.0\.0|127\.\d+\.\d+\.\d+)$")
+HOSTNAME_FILES = ("fs/proc/sys/kernel/hostname", "fs/etc/hostname")
+
+
+class Redactor:
+    def __init__(self, hostnames: set[str], serials: set[str]) -> None:
+        self.mapping: dict[str, str] = {}
+        self.counters = {kind: count(1) for kind in ("gid", "mac20", "uuid", "guid", "mac", "ipv4", "serial")}
+        self.literals = sorted(
+            [(re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])"), "redacted-host") for h in hostnames if h]
+            + [(re.compile(rf"(?<!\w){re.escape(s)}(?!\w)"), self._serial(s)) for s in serials if s],
+            key=lambda item: -len(item[0].pattern),
+        )
+
+    def _serial(self, serial: str) -> str:
+        number = next(self.counters["serial"])
+        return f"{number:0{max(len(serial), 4)}d}" if serial.isdigit() else f"SERIAL{number:06d}"
+
+    def text(self, text: str) -> str:
+        for pattern, replacement in self.literals:
+            text = pattern.sub(replacement, text)
+        return PATTERN.sub(self._replace, text)
+
+    def _replace(self, match: re.Match) -> str:
+        kind = match.lastgroup
+        original = match.group(0)
+        if kind == "ipv4" and KEEP_IPV4.match(original):
+            return original
+        key = f"{kind}:{original.lower()}"
+        if key not in self.mapping:
+            self.mapping[key] = self._fresh(kind, original)
+        return self.mapping[key]
+
+    def _fresh(self, kind: str, original: str) -> str:
+        if kind == "gid":
+            return self._gid(original)
+        n = next(self.counters[kind])
+        if kind == "ipv4":
+            return f"192.0.2.{n}" if n < 255 else f"198.18.{n // 256}.{n % 256}"
+        if kind in ("mac", "mac20"):
+            octets = 6 if kind == "mac" else 20
+            return ":".join(f"{b:02x}" for b in (b"\x02" + n.to_bytes(octets - 1, "big")))
+        if kind == "uuid":
+            return f"00000000-0000-4000-8000-{n:012x}"
+        return f"0000:0000:{n >> 16 & 0xFFFF:04x}:{n & 0xFFFF:04x}"
+
+    def _gid(self, original: str) -> str:
+        groups = original.lower().split(":")
+        if groups[:6] == ["0000"] * 5 + ["ffff"]:
+            ipv4 = ".".join(str(b) for b in bytes.fromhex(groups[6] + groups[7]))
+            mapped = self.text(ipv4) if not KEEP_IPV4.match(ipv4) else ipv4
+            packed = bytes(int(p) for p in mapped.split(".")).hex()
+            return ":".join(groups[:6] + [packed[:4], packed[4:]])
+        n = next(self.counters["gid"])
+        prefix = "fe80:0000:0000:0000" if groups[0] == "fe80" else "2001:0db8:0000:0000"
+        return f"{prefix}:0000:0000:{n >> 16 & 0xFFFF:04x}:{n & 0xFFFF:04x}"
+
+
+def redact_members(members: Members) -> Redactor:
+    """Redact ``members`` in place; returns the Redactor (its ``mapping`` says what was replaced)."""
+    redactor = Redactor(_hostnames(members), _serials(members))
+    for name, data in list(members.files.items()):
+        if name.endswith("/config"):
+            members.files[name] = pcicfg.zero_serial(data)
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        members.files[name] = redactor.text(text).encode("utf-8")
+    return redactor
+
+
+def _hostnames(members: Members) -> set[str]:
+    names = set()
+    for path in HOSTNAME_FILES:
+        raw = members.files.get(path, b"").decode("utf-8", errors="replace").strip()
+        if raw:
+            names.add(raw)
+            names.add(raw.split(".")[0])
+    return names
+
+
+def _serials(members: Members) -> set[str]:
+    try:
+        tape = json.loads(members.files.get("nvml.json", b"{}"))
+    except ValueError:
+        return set()
+    return {
+        str(call["value"]).strip() for call in tape.get("calls", [])
+        if call.get("fn") == "nvmlDeviceGetSerial" and call.get("value")
+    }

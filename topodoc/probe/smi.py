@@ -1,0 +1,43 @@
+"""``nvidia-smi topo -m`` through the runner, parsed by the foundation's topo-matrix parser and kept
+beside the probe's own view.
+
+Runs: ``nvidia-smi topo -m`` (timeout :data:`TIMEOUT_S`; a hung nvidia-smi is cut there, a missing
+binary is a MISSING gap). Parses with ``topodoc.parsers.smi_topo.parse`` (imported when needed).
+"""
+
+from __future__ import annotations
+
+from topodoc.model import ConnectionMatrix, Gap, GapReason
+
+ARGV = ["nvidia-smi", "topo", "-m"]
+TIMEOUT_S = 20.0
+WHAT = "nvidia-smi topo -m"
+
+
+def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
+    result = runner.run(list(ARGV), TIMEOUT_S)
+    if result.missing:
+        reason = GapReason.NOT_RECORDED if result.stderr == "not recorded" else GapReason.MISSING
+        gaps.append(Gap(WHAT, reason, "command", "nvidia-smi is not installed"))
+        return None
+    if result.timed_out:
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"no answer within {TIMEOUT_S:g} s (killed)"))
+        return None
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()[:1]
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {' '.join(detail)}"))
+        return None
+    return _parse(result.stdout, gaps)
+
+
+def _parse(text: str, gaps: list[Gap]) -> ConnectionMatrix | None:
+    try:
+        from topodoc.parsers.smi_topo import SmiTopoParseError, parse
+    except ImportError:
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", "the topo -m parser is not available"))
+        return None
+    try:
+        return parse(text)
+    except SmiTopoParseError as err:
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"unparseable output: {err}"))
+        return None

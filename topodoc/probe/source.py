@@ -1,0 +1,77 @@
+"""Resolve the ``--from`` spelling every command that takes a machine accepts.
+
+``None`` or ``"live"``: this machine; a path to a ``.tar.gz``/``.tgz``: a recording, replayed;
+``example:<name>``: a bundled recording (``topodoc.examples_index``). Every bad spec or archive is
+one :class:`SourceError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+
+from topodoc import model
+from topodoc.probe.archive import ArchiveError
+from topodoc.probe.host import Host
+
+EXAMPLE = "example:"
+
+
+class SourceError(ValueError):
+    """The machine spec names nothing usable (no such file, not a recording, unsafe archive...)."""
+
+
+def resolve_source(spec: str | None) -> tuple[Host, str]:
+    """The Host for ``spec`` and the source name a Snapshot should carry."""
+    if spec is None or spec == "live":
+        return Host.live(), "live"
+    if spec.startswith(EXAMPLE):
+        return _open(_example(spec[len(EXAMPLE):]), spec)
+    if not os.path.exists(spec):
+        raise SourceError(f"no such recording: {spec}")
+    if os.path.isdir(spec) or not spec.endswith((".tar.gz", ".tgz")):
+        raise SourceError(f"not a recording archive (expected NAME.tar.gz): {spec}")
+    return _open(spec, None)
+
+
+def _example(name: str) -> str:
+    from topodoc.examples_index import ExampleNotFound, example_path
+
+    try:
+        return str(example_path(name))
+    except ExampleNotFound as err:
+        raise SourceError(str(err)) from err
+
+
+def _open(path: str, source: str | None) -> tuple[Host, str]:
+    from topodoc.probe.record import open_recording
+
+    try:
+        host = open_recording(path)
+    except ArchiveError as err:
+        raise SourceError(str(err)) from err
+    return host, source or str(host.meta.get("name") or os.path.basename(path))
+
+
+def host_for_root(root: str) -> tuple[Host, str]:
+    """``--root DIR``: an extracted recording (``meta.json`` + ``fs/``) replays whole; any other
+    directory is read as a filesystem root (like ``HWLOC_FSROOT``) with NVML and commands absent."""
+    from topodoc.probe.host import RootFs, TapeNvml, TapeRunner
+    from topodoc.probe.record import open_directory
+
+    if not os.path.isdir(root):
+        raise SourceError(f"--root: no such directory: {root}")
+    if os.path.isfile(os.path.join(root, "meta.json")) and os.path.isdir(os.path.join(root, "fs")):
+        try:
+            host = open_directory(root)
+        except ArchiveError as err:
+            raise SourceError(str(err)) from err
+        return host, str(host.meta.get("name") or root)
+    return Host(RootFs(root), TapeNvml({}), TapeRunner({})), f"root:{root}"
+
+
+def load_snapshot(spec: str | None) -> model.Snapshot:
+    """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`)."""
+    from topodoc.probe.collect import collect
+
+    host, source = resolve_source(spec)
+    return collect(host, source)

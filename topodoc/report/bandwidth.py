@@ -1,0 +1,57 @@
+"""Text for people: the TP estimate, the bandwidth model and measured-vs-expected comparisons."""
+
+from __future__ import annotations
+
+from topodoc.bandwidth.estimate import GB, GIB, TpEstimate
+
+
+def _pair(values: tuple[float, float], fmt: str) -> str:
+    low, high = (format(v, fmt) for v in values)
+    return low if low == high else f"{low}-{high}"
+
+
+def render_tp(est: TpEstimate) -> str:
+    job = est.job
+    pct = (est.comm_fraction[0] * 100, est.comm_fraction[1] * 100)
+    lines = [
+        f"TP={job.tp}, {job.layers} layers, hidden {job.hidden}, seq {job.seq},"
+        f" micro batch {job.micro_batch}, {job.dtype}",
+        f"  one activation tensor S = seq x hidden x micro batch x dtype ="
+        f" {est.message_bytes / 2**20:.0f} MiB",
+        f"  per all-reduce, per GPU: 2(n-1)/n x S = {est.bytes_per_allreduce / 2**20:.0f} MiB",
+        f"  per micro batch, per GPU: x {job.allreduces_per_layer} all-reduces x {job.layers} layers ="
+        f" {est.bytes_per_gpu / GIB:.1f} GiB ({est.bytes_per_gpu / GB:.1f} GB)",
+        f"  bandwidth to hide it in {_pair(est.compute_time_s, 'g')} s of compute:"
+        f" {_pair(tuple(v / GIB for v in est.required_bytes_per_s), '.0f')} GiB/s"
+        f" ({_pair(tuple(v / GB for v in est.required_bytes_per_s), '.0f')} GB/s)",
+        f"  at {_pair(tuple(v / GB for v in est.bandwidth_bytes_per_s), 'g')} GB/s ({est.bandwidth_source}):"
+        f" communication takes {_pair(est.comm_time_s, '.2f')} s,"
+        f" {_pair(pct, '.0f')} % of the step with no overlap",
+    ]
+    return "\n".join(lines)
+
+
+def render_model(bw_model) -> str:
+    lines = [f"{bw_model.source}: {bw_model.shape}", "",
+             "GPU pairs (bottleneck link; GB/s per direction, NCCL's effective model):"]
+    lines += [f"  {p.reason}" for p in bw_model.pairs] or ["  (fewer than two GPUs)"]
+    if bw_model.gpu_nic:
+        lines += ["", "GPU ↔ NIC:"] + [f"  {p.reason}" for p in bw_model.gpu_nic]
+    lines += ["", "Expected busbw (nccl-tests, large messages):"]
+    for exp in bw_model.expectations:
+        figure = f"{exp.busbw_gbps:g} GB/s" if exp.busbw_gbps else "no fixed figure"
+        lines.append(f"  {exp.scope}, {exp.algorithm}, {exp.ranks} ranks on {exp.nodes} node(s): {figure}")
+        lines.append(f"    why: {exp.reason}")
+        lines.append(f"    limiter: {exp.limiter}")
+        lines += [f"    assumes: {a}" for a in exp.assumptions]
+    if not bw_model.expectations:
+        lines.append("  none: the machine has fewer than two GPUs and no RDMA NIC rate")
+    lines += [f"note: {n}" for n in bw_model.notes]
+    return "\n".join(lines)
+
+
+def render_comparisons(comparisons) -> str:
+    if not comparisons:
+        return "no expectation applies (no large-message rows, or no model for this collective)"
+    marks = {"ok": "ok", "above": "ok", "below": "LOW", "far-below": "FAR BELOW"}
+    return "\n".join(f"[{marks[c.verdict]}] {c.explanation}" for c in comparisons)

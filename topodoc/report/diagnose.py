@@ -1,0 +1,105 @@
+"""Renderers for ``topodoc diagnose`` and ``topodoc rules``: one screen, worst first, evidence and fix.
+
+Pure: each function returns text (or JSON-able data) and never prints.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import click
+
+from topodoc.codec import to_data
+from topodoc.rules.engine import Finding, Report, Rule, Severity
+
+STYLE = {
+    Severity.CRITICAL: {"fg": "red", "bold": True},
+    Severity.ERROR: {"fg": "red"},
+    Severity.WARNING: {"fg": "yellow"},
+    Severity.INFO: {"fg": "cyan"},
+}
+MAX_EVIDENCE = 2
+
+
+def json_data(report: Report, inputs: dict) -> dict:
+    """``{"inputs", "summary", "findings", "skipped", "errors"}``; findings as :func:`to_data` writes them."""
+    data = to_data(report)
+    data["summary"] = dict(Counter(f.severity.value for f in report.findings))
+    return {"inputs": inputs, **data}
+
+
+def render_text(report: Report, inputs: dict, color: bool = False) -> str:
+    lines = [_headline(report, inputs, color), ""]
+    for finding in report.findings:
+        lines += _finding_lines(finding, color)
+    if report.skipped:
+        reasons = Counter(s.reason for s in report.skipped)
+        for reason, count in reasons.most_common():
+            lines.append(_dim(f"skipped {count} rule(s): {reason}", color))
+    for err in report.errors:
+        lines.append(
+            click.style(f"internal error in rule {err.rule}: {err.error}", fg="red")
+            if color
+            else f"internal error in rule {err.rule}: {err.error}"
+        )
+    if report.findings:
+        lines.append(_dim("`topodoc explain RULE` tells why a rule matters and how to fix it.", color))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _headline(report: Report, inputs: dict, color: bool) -> str:
+    what = " + ".join(f"{k} {v}" for k, v in inputs.items() if v) or "nothing"
+    counts = Counter(f.severity for f in report.findings)
+    parts = [f"{counts[s]} {s.value}" for s in sorted(counts, key=lambda s: -s.rank)]
+    verdict = ", ".join(parts) if parts else "no findings"
+    head = f"topodoc diagnose · {what}\n{verdict} ({report.rules_run} rules, {len(report.skipped)} skipped)"
+    return click.style(head, bold=True) if color else head
+
+
+def _finding_lines(finding: Finding, color: bool) -> list[str]:
+    tag = f"{finding.severity.value.upper():8}"
+    if color:
+        tag = click.style(tag, **STYLE[finding.severity])
+    confidence = f" (confidence {finding.confidence:.0%})" if finding.confidence < 1 else ""
+    lines = [f"{tag} {finding.rule} · {finding.subject}{confidence}", f"  {finding.message}"]
+    for ev in finding.evidence[:MAX_EVIDENCE]:
+        lines.append(_dim(f"  evidence: {ev.source} {ev.where} = {_short(ev.value)}", color))
+    if len(finding.evidence) > MAX_EVIDENCE:
+        lines.append(_dim(f"  (+{len(finding.evidence) - MAX_EVIDENCE} more in --json)", color))
+    if finding.fix:
+        lines.append(f"  fix: {finding.fix}")
+    return [*lines, ""]
+
+
+def _short(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dim(text: str, color: bool) -> str:
+    return click.style(text, dim=True) if color else text
+
+
+def rules_json(rules: Iterable[Rule]) -> list[dict]:
+    return [
+        {
+            "id": r.id,
+            "severity": r.severity.value,
+            "title": r.title,
+            "tags": list(r.tags),
+            "needs": list(r.needs),
+            "fix": r.fix,
+        }
+        for r in rules
+    ]
+
+
+def rules_text(rules: Iterable[Rule]) -> str:
+    rows = list(rules)
+    width = max(len(r.id) for r in rows)
+    lines = [f"{'RULE':{width}}  {'SEVERITY':8}  {'NEEDS':15}  TITLE"]
+    for r in rows:
+        needs = "+".join("log" if n == "logs" else n.replace("snapshot", "hardware") for n in r.needs)
+        lines.append(f"{r.id:{width}}  {r.severity.value:8}  {needs:15}  {r.title}")
+    return "\n".join(lines) + "\n"

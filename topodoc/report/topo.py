@@ -1,0 +1,173 @@
+"""Human and JSON output of ``topodoc topo``: the matrix, then a plain-language reading of it."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from topodoc.codec import to_data
+from topodoc.model import ConnectionMatrix
+from topodoc.topology_reading import PCIE_ORDER, PairLink, Reading
+
+_STYLE = {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red", "OK": "green"}
+
+
+def json_data(matrix: ConnectionMatrix, reading: Reading) -> dict[str, Any]:
+    """The ``--json`` document: the matrix as the model holds it, plus the reading."""
+    return {**to_data(matrix), "reading": to_data(reading)}
+
+
+def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = False, width: int = 100) -> str:
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    buffer = io.StringIO()
+    table = _table(matrix)
+    probe = Console(file=io.StringIO(), width=10_000)
+    table_width = Measurement.get(probe, probe.options, table).maximum
+    wide = Console(file=buffer, force_terminal=color, width=max(width, table_width), highlight=False)
+    text = Console(file=buffer, force_terminal=color, width=width, highlight=False)
+    text.print(f"[bold]{_title(matrix)}[/bold]")
+    for warning in matrix.warnings:
+        text.print(f"[bold yellow]warning:[/bold yellow] {warning}")
+    wide.print(table)
+    for line in reading_lines(reading):
+        text.print(line)
+    return buffer.getvalue()
+
+
+def _table(matrix: ConnectionMatrix):
+    from rich import box
+    from rich.table import Table
+
+    names = [gpu.name for gpu in matrix.gpus] + [nic.name for nic in matrix.nics]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("")
+    for name in names:
+        table.add_column(name, justify="center", no_wrap=True)
+    affinity = matrix.kind == "topo"
+    if affinity:
+        for head in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID"):
+            table.add_column(head, no_wrap=True)
+    gpus = {gpu.name: gpu for gpu in matrix.gpus}
+    for row in (name for name in names if name in matrix.links):
+        cells = [_styled(matrix.links.get(row, {}).get(col)) for col in names]
+        gpu = gpus.get(row)
+        values = (gpu.cpu_affinity, gpu.numa_affinity, gpu.gpu_numa_id) if gpu else ()
+        extras = [value or "N/A" for value in values]
+        table.add_row(row, *cells, *(extras if affinity else []))
+    return table
+
+
+def _title(matrix: ConnectionMatrix) -> str:
+    if matrix.kind == "p2p":
+        mode = f" (-p2p {matrix.p2p_mode})" if matrix.p2p_mode else ""
+        return f"GPU peer-to-peer status{mode}: {len(matrix.gpus)} GPUs"
+    return f"Connection matrix: {len(matrix.gpus)} GPUs, {len(matrix.nics)} NICs"
+
+
+def _styled(cell: str | None) -> str:
+    if cell is None:
+        return "[dim]?[/dim]"
+    if cell.startswith("NV"):
+        return f"[bold green]{cell}[/bold green]"
+    style = _STYLE.get(cell)
+    return f"[{style}]{cell}[/{style}]" if style else cell
+
+
+def reading_lines(reading: Reading) -> list[str]:
+    """The plain-language reading, one rich-markup line per item."""
+    if reading.kind == "p2p":
+        return _p2p_lines(reading)
+    lines = ["", "[bold]NVLink[/bold]", *_nvlink_lines(reading)]
+    lines += ["", "[bold]PCIe paths between GPUs[/bold]", *_pcie_lines(reading)]
+    if reading.nearest_nics:
+        lines += ["", "[bold]Nearest NIC per GPU[/bold]", *_nic_lines(reading)]
+    lines += ["", "[bold]CPU / NUMA affinity[/bold]", *_affinity_lines(reading)]
+    if reading.asymmetric:
+        pairs = ", ".join(f"{a}/{b}" for a, b in reading.asymmetric)
+        lines += ["", f"[yellow]The matrix is not symmetric for {pairs}: the paste may be damaged.[/yellow]"]
+    return lines
+
+
+def _nvlink_lines(reading: Reading) -> list[str]:
+    shape, pairs = reading.nvlink_shape, reading.nvlink_pairs
+    if shape == "none":
+        return ["  No GPU pair shares NVLink: GPU traffic goes over PCIe (`topo -mp` never shows NVLink)."]
+    counts = "/".join(f"NV{n}" for n in reading.nvlink_counts)
+    total = len(reading.gpus) * (len(reading.gpus) - 1) // 2
+    if shape == "all-to-all":
+        shown = f"all {len(pairs)} GPU pairs" + ("" if len(pairs) == total else f" shown (of {total})")
+        return [
+            f"  All-to-all: {shown} have {counts} ({_links(reading)}), "
+            "the pattern of NVSwitch on an HGX/DGX baseboard."
+        ]
+    if shape == "pairs":
+        bridged = ", ".join(f"{p.a}-{p.b} (NV{p.links})" for p in pairs)
+        return [f"  Bridged pairs: {bridged}. Any other pair has no NVLink and goes over PCIe."]
+    lines = [f"  Partial mesh: {len(pairs)} of {total} GPU pairs have NVLink ({counts}); the rest use PCIe."]
+    for gpu in reading.gpus:
+        peers = [f"{p.b if p.a == gpu else p.a} NV{p.links}" for p in pairs if gpu in (p.a, p.b)]
+        lines.append(f"    {gpu}: {', '.join(peers) if peers else 'no NVLink'}")
+    return lines
+
+
+def _links(reading: Reading) -> str:
+    counts = reading.nvlink_counts
+    spread = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return f"{spread} links per pair"
+
+
+def _pcie_lines(reading: Reading) -> list[str]:
+    lines = []
+    if reading.cross_socket_pairs:
+        lines.append(f"  Cross a CPU socket (SYS), slowest: {_pair_list(reading.cross_socket_pairs)}")
+    if reading.host_bridge_pairs:
+        lines.append(
+            f"  Through a host bridge only (PHB/NODE): {_pair_list(reading.host_bridge_pairs)}. "
+            "NCCL's default P2P level (PXB) excludes these pairs unless NCCL_P2P_LEVEL is raised."
+        )
+    if reading.pcie_switch_pairs:
+        lines.append(f"  Through PCIe switches only (PIX/PXB): {_pair_list(reading.pcie_switch_pairs)}")
+    return lines or ["  Every GPU pair is on NVLink; no pair depends on PCIe alone."]
+
+
+def _pair_list(pairs: tuple[PairLink, ...]) -> str:
+    mixed = len({pair.link for pair in pairs}) > 1
+    by_first: dict[str, list[str]] = {}
+    for pair in pairs:
+        by_first.setdefault(pair.a, []).append(f"{pair.b} {pair.link}" if mixed else pair.b)
+    return "; ".join(f"{a} ↔ {', '.join(bs)}" for a, bs in by_first.items())
+
+
+def _nic_lines(reading: Reading) -> list[str]:
+    lines = []
+    for nearest in reading.nearest_nics:
+        named = zip(nearest.nics, nearest.devices, strict=True)
+        nics = ", ".join(n if d in (None, n) else f"{n} ({d})" for n, d in named)
+        far = PCIE_ORDER.index(nearest.distance) > PCIE_ORDER.index("PXB")
+        note = "  [yellow]beyond PXB: NCCL skips GPUDirect RDMA by default[/yellow]" if far else ""
+        lines.append(f"  {nearest.gpu}: {nics} at {nearest.distance}{note}")
+    return lines
+
+
+def _affinity_lines(reading: Reading) -> list[str]:
+    lines = []
+    for group in reading.affinity:
+        cpus = group.cpu_affinity or "unknown"
+        numa = f"NUMA node {group.numa_affinity}" if group.numa_affinity else "no NUMA node reported"
+        lines.append(f"  {', '.join(group.gpus)}: CPUs {cpus}, {numa}")
+    if len({g.numa_affinity for g in reading.affinity if g.numa_affinity}) > 1:
+        lines.append("  Pin each rank's process to the CPUs of its GPU (e.g. numactl --cpunodebind).")
+    return lines
+
+
+def _p2p_lines(reading: Reading) -> list[str]:
+    if not reading.p2p_blocked:
+        return ["", "Every GPU pair reports OK: peer-to-peer access is available between all GPUs."]
+    meaning = {"CNS": "chipset not supported", "GNS": "GPU not supported", "TNS": "topology not supported",
+               "NS": "not supported", "DR": "disabled by regkey", "U": "unknown"}
+    lines = ["", "[bold]Pairs without peer-to-peer[/bold] (NCCL falls back to copies through host memory):"]
+    for pair in reading.p2p_blocked:
+        lines.append(f"  {pair.a}-{pair.b}: {pair.link} ({meaning.get(pair.link, 'as printed')})")
+    return lines

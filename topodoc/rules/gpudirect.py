@@ -1,0 +1,183 @@
+"""GPUDirect rules: peermem/DMA-BUF, GPU-to-NIC distance, ACS on P2P paths, IOMMU translation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.model import Snapshot
+from topodoc.rules.engine import Evidence, Facts, Hit, MissingFacts, Severity, rule
+from topodoc.rules.machine import (
+    ancestors,
+    gpu_name,
+    nvlinked,
+    path_rank,
+    rail_pairs,
+    rdma_nics,
+    sysfs,
+)
+
+ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
+ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+
+
+def acs_text(value: int) -> str:
+    return (
+        f"0x{value:04x} ("
+        + " ".join(f"{n}{'+' if value >> i & 1 else '-'}" for i, n in enumerate(ACS_BITS))
+        + ")"
+    )
+
+
+@rule(
+    id="gdr-prereq-missing",
+    title="GPUDirect RDMA prerequisites missing (no peermem, no DMA-BUF)",
+    severity="error",
+    tags=("gdr", "rdma", "kernel"),
+    needs=("snapshot",),
+    fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use the open GPU "
+    "kernel module "
+    "on a kernel with DMA-BUF support",
+)
+def gdr_prereq_missing(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    nics = [nic for nic in rdma_nics(snapshot) if nic.kind in ("ib", "roce")]
+    kernel = snapshot.kernel
+    if not nics or not snapshot.gpus or kernel.peermem_module or kernel.dmabuf_supported:
+        return
+    if any("peermem" in gap.what for gap in snapshot.gaps):
+        raise MissingFacts("the peermem module state was not readable in this snapshot")
+    yield Hit(
+        subject="host",
+        message=f"{len(nics)} RDMA NIC(s) but neither nvidia_peermem/nv_peer_mem is loaded nor "
+        "DMA-BUF available: "
+        "NCCL cannot register GPU memory with the NIC, so GPUDirect RDMA is off and every network "
+        "transfer is staged through host memory",
+        evidence=(
+            Evidence("sysfs", "/sys/module/nvidia_peermem/version", "absent"),
+            Evidence("sysfs", "/sys/kernel/mm/memory_peers/nv_mem/version", "absent"),
+            Evidence("derived", "DMA-BUF support", str(kernel.dmabuf_supported)),
+        ),
+        confidence=1.0 if kernel.dmabuf_supported is False else 0.8,
+    )
+
+
+@rule(
+    id="gpu-nic-far",
+    title="A GPU's nearest RDMA NIC is farther than PXB (GPUDirect RDMA off by default)",
+    severity="warning",
+    tags=("gdr", "rdma", "topology"),
+    needs=("snapshot",),
+    fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
+    "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
+)
+def gpu_nic_far(facts: Facts) -> Iterator[Hit]:
+    far = [pair for pair in rail_pairs(facts.snapshot) if path_rank(pair.path) > path_rank("PXB")]
+    for path in ("PHB", "NODE", "SYS"):
+        group = [pair for pair in far if pair.path == path]
+        if not group:
+            continue
+        names = ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in group)
+        yield Hit(
+            subject=names,
+            message=f"{len(group)} GPU(s) reach their nearest NIC only through {path}: NCCL's default "
+            "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off for them, so their network traffic is "
+            "staged through host memory (lower bandwidth, more CPU and PCIe load)",
+            evidence=tuple(
+                Evidence("derived", f"PCI path {p.gpu.pci_address} -> {p.nic.pci_address}", path)
+                for p in group[:4]
+            ),
+        )
+
+
+def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:
+    """Bridges P2P traffic between a and b passes below their common switch (none via the CPU)."""
+    up_a, up_b = ancestors(snapshot, a), ancestors(snapshot, b)
+    common = next((bridge for bridge in up_a if bridge in up_b), None)
+    if common is None:
+        return []
+    return up_a[: up_a.index(common)] + up_b[: up_b.index(common)]
+
+
+def _on_path_bridges(snapshot: Snapshot) -> set[str]:
+    gpus = snapshot.gpus
+    bridges: set[str] = set()
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1 :]:
+            if not nvlinked(snapshot, a, b):
+                bridges.update(_between(snapshot, a.pci_address, b.pci_address))
+        for nic in rdma_nics(snapshot):
+            bridges.update(_between(snapshot, a.pci_address, nic.pci_address))
+    return bridges
+
+
+@rule(
+    id="acs-on-p2p-path",
+    title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
+    severity="error",
+    tags=("pcie", "acs", "gdr", "p2p"),
+    needs=("snapshot",),
+    fix="disable ACS in the BIOS, or at runtime `sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000` on each "
+    "listed bridge "
+    "(bare metal only)",
+)
+def acs_on_p2p_path(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    on_path = sorted(_on_path_bridges(snapshot))
+    unreadable = [addr for addr in on_path if snapshot.pci[addr].acs_ctrl is None]
+    enabled = [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
+    if not enabled and unreadable:
+        raise MissingFacts(f"ACS control is unreadable on {len(unreadable)} on-path bridge(s) (needs root)")
+    if not enabled:
+        return
+    evidence = tuple(
+        Evidence("sysfs", sysfs(addr, "config") + " ACS ctrl", acs_text(snapshot.pci[addr].acs_ctrl or 0))
+        for addr in enabled[:4]
+    )
+    if snapshot.host.virtualized:
+        yield Hit(
+            subject=", ".join(enabled),
+            message="ACS redirect is on along GPU/NIC P2P paths; in a VM this is expected (the hypervisor "
+            "needs it for isolation), so check that ATS is enabled on the GPUs and NICs instead",
+            evidence=evidence,
+            fix="check `lspci -vvv | grep -i ATSCtl` shows Enable+ on GPUs and NICs; ask the "
+            "provider for ATS",
+            severity=Severity.INFO,
+        )
+        return
+    yield Hit(
+        subject=", ".join(enabled),
+        message=f"ACS P2P redirect is enabled on {len(enabled)} switch port(s) between GPUs/NICs: P2P and "
+        "GPUDirect RDMA traffic is forced up to the root complex (much slower, or failing with IB local "
+        "protection errors)",
+        evidence=evidence,
+        fix="sudo setpci -s "
+        + " ; sudo setpci -s ".join(f"{addr} ECAP_ACS+0x6.w=0000" for addr in enabled[:4])
+        + " (or disable ACS in the BIOS)",
+    )
+
+
+@rule(
+    id="iommu-translated",
+    title="IOMMU in translation mode on bare metal",
+    severity="warning",
+    tags=("iommu", "kernel", "gdr", "p2p"),
+    needs=("snapshot",),
+    fix="boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt), or disable the IOMMU",
+)
+def iommu_translated(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    kernel = snapshot.kernel
+    if kernel.iommu_mode != "translated" or snapshot.host.virtualized:
+        return
+    yield Hit(
+        subject="host",
+        message="the IOMMU translates DMA addresses: PCIe P2P and GPUDirect RDMA either go through "
+        "translation (slower) or fail, and NCCL's P2P/GDR paths are affected",
+        evidence=(
+            Evidence("procfs", "/proc/cmdline", kernel.cmdline or "(not recorded)"),
+            Evidence("sysfs", "/sys/kernel/iommu_groups/*/type", "DMA (translated)"),
+        ),
+    )
+
+
+RULES = (gdr_prereq_missing, gpu_nic_far, acs_on_p2p_path, iommu_translated)

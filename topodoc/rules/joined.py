@@ -1,0 +1,187 @@
+"""Rules that join an NCCL log with the hardware snapshot of the machine it ran on.
+
+The log's ranks are matched to the snapshot's GPUs by NVML index (``nvmlDev``) or PCI bus id, and
+NCCL's net device indexes to NIC names through its ``NET/IB : Using [0]mlx5_0:1/IB ...`` line. Only
+ranks on the recorded host are checked when the log names it; otherwise every node is assumed to be
+wired like the recording (a homogeneous cluster), at lower confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.logmodel import LogAnalysis, RankInfo
+from topodoc.model import Gpu, Snapshot
+from topodoc.rules.engine import Evidence, Facts, Hit, rule
+from topodoc.rules.machine import gpu_name, nvlinked, path_rank, pci_class, rail_pairs, rdma_nics
+from topodoc.rules.nccl import RDMA_TRANSPORTS
+
+
+def _ev(item) -> tuple[Evidence, ...]:
+    e = getattr(item, "evidence", None)
+    return (Evidence("log", f"{e.file}:{e.line}", e.text.strip()),) if e else ()
+
+
+def _local_ranks(snapshot: Snapshot, logs: LogAnalysis) -> tuple[list[RankInfo], float]:
+    host = (snapshot.host.hostname or "").split(".")[0]
+    mine = [r for r in logs.ranks if host and r.host == host]
+    return (mine, 1.0) if mine else (list(logs.ranks), 0.7)
+
+
+def _gpu_of(snapshot: Snapshot, rank: RankInfo) -> Gpu | None:
+    for gpu in snapshot.gpus:
+        if (rank.bus_id and gpu.pci_address == rank.bus_id) or (
+            rank.bus_id is None and gpu.index == rank.nvml_dev
+        ):
+            return gpu
+    return None
+
+
+def _nic_names(logs: LogAnalysis, host: str | None) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for device in logs.devices:
+        if device.role == "hca" and device.index is not None and device.host in (host, None):
+            names.setdefault(device.index, device.name)
+    return names
+
+
+@rule(
+    id="rail-mismatch",
+    title="NCCL used a NIC that is not the nearest to the GPU",
+    severity="warning",
+    tags=("rdma", "topology", "log", "joined"),
+    needs=("snapshot", "logs"),
+    fix="let NCCL see the real topology (no NCCL_IB_HCA reordering, NCCL_CROSS_NIC=0/2, a correct "
+    "NCCL_TOPO_FILE in VMs) so each GPU uses the NIC on its own PCIe switch",
+)
+def rail_mismatch(facts: Facts) -> Iterator[Hit]:
+    snapshot, logs = facts.snapshot, facts.logs
+    nics = {nic.name: nic for nic in rdma_nics(snapshot)}
+    best = {pair.gpu.index: pair for pair in rail_pairs(snapshot)}
+    ranks, confidence = _local_ranks(snapshot, logs)
+    reported: set[tuple[int, str]] = set()
+    for rank in ranks:
+        gpu = _gpu_of(snapshot, rank)
+        names = _nic_names(logs, rank.host)
+        if gpu is None or gpu.index not in best:
+            continue
+        for conn in logs.connections:
+            used = nics.get(names.get(conn.nic, ""))
+            if (
+                conn.rank != rank.rank
+                or conn.host != rank.host
+                or used is None
+                or (gpu.index, used.name) in reported
+            ):
+                continue
+            path = pci_class(snapshot, gpu.pci_address, used.pci_address) or "SYS"
+            if path_rank(path) > path_rank(best[gpu.index].path):
+                reported.add((gpu.index, used.name))
+                yield Hit(
+                    subject=f"rank {rank.rank} ({gpu_name(gpu)})",
+                    message=f"rank {rank.rank} on {gpu_name(gpu)} sends over {used.name} ({path} "
+                    "away) although "
+                    f"{best[gpu.index].nic.name} is {best[gpu.index].path}: traffic crosses the PCIe/socket "
+                    "fabric and leaves the rail it should use",
+                    evidence=_ev(conn) + _ev(rank),
+                    confidence=confidence,
+                )
+
+
+@rule(
+    id="p2p-over-pcie-despite-nvlink",
+    title="Intra-node traffic between NVLink-connected GPUs went through SHM or the network",
+    severity="warning",
+    tags=("nvlink", "p2p", "log", "joined"),
+    needs=("snapshot", "logs"),
+    fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and check that the job sees all GPUs of the NVLink domain "
+    "(CUDA_VISIBLE_DEVICES, container device list)",
+)
+def p2p_over_pcie_despite_nvlink(facts: Facts) -> Iterator[Hit]:
+    snapshot, logs = facts.snapshot, facts.logs
+    ranks, confidence = _local_ranks(snapshot, logs)
+    by_rank = {(r.host, r.rank): r for r in ranks}
+    for conn in logs.connections:
+        if not conn.transport.startswith(("SHM", "NET")):
+            continue
+        mine, peer = by_rank.get((conn.host, conn.rank)), by_rank.get((conn.host, conn.peer))
+        gpu_a = _gpu_of(snapshot, mine) if mine else None
+        gpu_b = _gpu_of(snapshot, peer) if peer else None
+        if gpu_a and gpu_b and gpu_a.index != gpu_b.index and nvlinked(snapshot, gpu_a, gpu_b):
+            yield Hit(
+                subject=f"ranks {conn.rank}-{conn.peer} ({gpu_name(gpu_a)}-{gpu_name(gpu_b)})",
+                message=f"ranks on NVLink-connected {gpu_name(gpu_a)} and {gpu_name(gpu_b)} talk "
+                f"via {conn.transport}: "
+                "data bounces through host memory or the NIC instead of NVLink (tens of GB/s "
+                "instead of hundreds)",
+                evidence=_ev(conn),
+                confidence=confidence,
+            )
+            return
+
+
+@rule(
+    id="socket-despite-active-ib",
+    title="NCCL used sockets while the machine has ACTIVE RDMA ports",
+    severity="error",
+    tags=("rdma", "network", "log", "joined"),
+    needs=("snapshot", "logs"),
+    fix="check why NCCL skipped the HCAs: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA filters, a missing "
+    "libibverbs in the container, or /dev/infiniband not mounted",
+)
+def socket_despite_active_ib(facts: Facts) -> Iterator[Hit]:
+    snapshot, logs = facts.snapshot, facts.logs
+    if logs.summary.transport != "Socket":
+        return
+    active = [
+        f"{n.name}:{p.port}"
+        for n in rdma_nics(snapshot)
+        if n.kind in ("ib", "roce")
+        for p in n.ports
+        if (p.state or "").upper() == "ACTIVE"
+    ]
+    if active:
+        chosen = logs.summary.evidence.get("transport", ())
+        yield Hit(
+            subject="job",
+            message=f"the log's transport is Socket, but the machine has {len(active)} ACTIVE RDMA port(s) "
+            f"({', '.join(active[:4])}{' ...' if len(active) > 4 else ''}): the job ran on TCP for "
+            "no hardware reason",
+            evidence=tuple(Evidence("log", f"{e.file}:{e.line}", e.text.strip()) for e in chosen[:1])
+            + (Evidence("sysfs", "/sys/class/infiniband/*/ports/*/state", f"{len(active)} x 4: ACTIVE"),),
+        )
+
+
+@rule(
+    id="gdr-unused-but-possible",
+    title="GPUDirect RDMA unused although the hardware and kernel allow it",
+    severity="warning",
+    tags=("gdr", "rdma", "log", "joined"),
+    needs=("snapshot", "logs"),
+    fix="look for NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ overrides or a plugin without GDR support; check "
+    "that the container sees nvidia-peermem or DMA-BUF",
+)
+def gdr_unused_but_possible(facts: Facts) -> Iterator[Hit]:
+    snapshot, logs = facts.snapshot, facts.logs
+    if logs.summary.gdr is not False or logs.summary.transport not in RDMA_TRANSPORTS:
+        return
+    kernel = snapshot.kernel
+    pairs = rail_pairs(snapshot)
+    if not (kernel.peermem_module or kernel.dmabuf_supported) or not pairs:
+        return
+    if all(path_rank(p.path) <= path_rank("PXB") for p in pairs):
+        overrides = [s for s in logs.env if s.name.startswith("NCCL_NET_GDR")]
+        yield Hit(
+            subject="job",
+            message="the log shows no GPUDirect RDMA, yet every GPU has a NIC within PXB and "
+            f"{kernel.peermem_module or 'DMA-BUF'} is available"
+            + (f"; {overrides[0].name}={overrides[0].value} is set" if overrides else ""),
+            evidence=tuple(
+                Evidence("log", f"{e.file}:{e.line}", e.text.strip())
+                for e in logs.summary.evidence.get("gdr", ())[:2]
+            )
+            + (Evidence("sysfs", "/sys/module/nvidia_peermem", kernel.peermem_module or "dmabuf"),),
+        )
+
+
+RULES = (rail_mismatch, p2p_over_pcie_despite_nvlink, socket_despite_active_ib, gdr_unused_but_possible)

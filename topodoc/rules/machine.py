@@ -1,0 +1,125 @@
+"""Read-only helpers the hardware rules share: names, PCI paths, GPU-to-NIC pairing, cpulists.
+
+Path classes follow ``nvidia-smi topo -m`` (PIX, PXB, PHB, NODE, SYS) as derived by
+:mod:`topodoc.topology.pcitree`; NVML's own answer for a GPU pair wins when it was recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topodoc.model import Gpu, Nic, PciDevice, Snapshot
+from topodoc.topology import pcitree
+
+PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+RDMA_KINDS = ("ib", "roce", "efa")
+
+
+def sysfs(address: str, attr: str) -> str:
+    return f"/sys/bus/pci/devices/{address}/{attr}"
+
+
+def gpu_name(gpu: Gpu) -> str:
+    return f"GPU{gpu.index}"
+
+
+def gpu_label(gpu: Gpu) -> str:
+    return f"GPU{gpu.index} ({gpu.pci_address})" if gpu.pci_address else f"GPU{gpu.index}"
+
+
+def path_rank(path_class: str) -> int:
+    return PATH_ORDER.index(path_class) if path_class in PATH_ORDER else len(PATH_ORDER)
+
+
+def rdma_nics(snapshot: Snapshot) -> list[Nic]:
+    return [nic for nic in snapshot.nics if nic.kind in RDMA_KINDS]
+
+
+def ancestors(snapshot: Snapshot, address: str | None) -> list[str]:
+    """Upstream bridges of ``address``, nearest first."""
+    return pcitree.chain(snapshot.pci, address)[1:] if address in snapshot.pci else []
+
+
+def pci_class(snapshot: Snapshot, a: str | None, b: str | None) -> str | None:
+    """The nvidia-smi class of the PCI path between two functions, or None when unknown."""
+    return pcitree.smi_level(snapshot.pci, a or "", b or "")
+
+
+def gpu_pair_class(snapshot: Snapshot, a: Gpu, b: Gpu) -> str | None:
+    """NVML's common ancestor for the pair when recorded, else the PCI-tree derivation."""
+    lo, hi = sorted((a.index, b.index))
+    for pair in snapshot.gpu_pairs:
+        if (pair.a, pair.b) == (lo, hi) and pair.common_ancestor:
+            return "PIX" if pair.common_ancestor == "INTERNAL" else pair.common_ancestor
+    return pci_class(snapshot, a.pci_address, b.pci_address)
+
+
+@dataclass(frozen=True)
+class RailPair:
+    gpu: Gpu
+    nic: Nic
+    path: str  # nvidia-smi class of the GPU-NIC path
+
+
+def rail_pairs(snapshot: Snapshot) -> list[RailPair]:
+    """Pair each GPU with one RDMA NIC, nearest first (NIC reused only when NICs run out)."""
+    nics = [nic for nic in rdma_nics(snapshot) if nic.pci_address in snapshot.pci]
+    gpus = [gpu for gpu in snapshot.gpus if gpu.pci_address in snapshot.pci]
+    candidates = sorted(
+        (path_rank(pci_class(snapshot, g.pci_address, n.pci_address) or "SYS"), g.index, i)
+        for g in gpus
+        for i, n in enumerate(nics)
+    )
+    chosen: dict[int, RailPair] = {}
+    used: set[int] = set()
+    for reuse in (False, True):
+        for rank, gpu_index, nic_i in candidates:
+            if gpu_index in chosen or (nic_i in used and not reuse):
+                continue
+            gpu = next(g for g in gpus if g.index == gpu_index)
+            chosen[gpu_index] = RailPair(gpu, nics[nic_i], PATH_ORDER[min(rank, len(PATH_ORDER) - 1)])
+            used.add(nic_i)
+    return [chosen[i] for i in sorted(chosen)]
+
+
+def parse_cpulist(text: str | None) -> set[int]:
+    """``"0-3,8,10-11"`` -> {0, 1, 2, 3, 8, 10, 11}; empty or None -> empty set."""
+    cpus: set[int] = set()
+    for part in (text or "").strip().split(","):
+        if not part.strip():
+            continue
+        lo, _, hi = part.strip().partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def gpu_device(snapshot: Snapshot, gpu: Gpu) -> PciDevice | None:
+    return snapshot.pci.get(gpu.pci_address or "")
+
+
+def multi_numa(snapshot: Snapshot) -> bool:
+    return len(snapshot.numa) > 1 or (snapshot.host.sockets or 1) > 1
+
+
+def nvlink_targets(gpu: Gpu) -> tuple[set[str], bool]:
+    """Peer GPU addresses reached over active NVLinks, and whether any active link goes to a switch."""
+    peers: set[str] = set()
+    switch = False
+    for link in gpu.nvlinks:
+        if link.active is False:
+            continue
+        if link.remote_type == "switch":
+            switch = True
+        elif link.remote_pci_address:
+            peers.add(link.remote_pci_address)
+    return peers, switch
+
+
+def nvlinked(snapshot: Snapshot, a: Gpu, b: Gpu) -> bool:
+    """True when NVLink joins the pair (directly, or both through NVSwitch, or NVML says so)."""
+    lo, hi = sorted((a.index, b.index))
+    if any((p.a, p.b) == (lo, hi) and p.p2p_nvlink == "OK" for p in snapshot.gpu_pairs):
+        return True
+    peers_a, switch_a = nvlink_targets(a)
+    _peers_b, switch_b = nvlink_targets(b)
+    return (switch_a and switch_b) or (b.pci_address in peers_a)

@@ -1,0 +1,148 @@
+"""NVLink and NVSwitch rules: links down, bridge-pair-only boxes, an incomplete NVSwitch fabric."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.model import Gpu, Snapshot
+from topodoc.rules.engine import Evidence, Facts, Hit, rule
+from topodoc.rules.machine import gpu_label, nvlink_targets
+
+FABRIC_DONE = (None, "not_supported", "completed")
+
+
+def _active(gpu: Gpu) -> int:
+    return sum(1 for link in gpu.nvlinks if link.active)
+
+
+@rule(
+    id="nvlink-link-down",
+    title="NVLink link inactive, or fewer active links than the GPU's peers",
+    severity="error",
+    tags=("nvlink", "hardware"),
+    needs=("snapshot",),
+    fix="check `nvidia-smi nvlink -s` and the Fabric Manager log; reset the GPU, then reseat or "
+    "RMA the board",
+)
+def nvlink_link_down(facts: Facts) -> Iterator[Hit]:
+    gpus = [gpu for gpu in facts.snapshot.gpus if gpu.nvlinks]
+    if not gpus:
+        return
+    most = max(_active(gpu) for gpu in gpus)
+    for gpu in gpus:
+        down = [link.link for link in gpu.nvlinks if link.active is False]
+        if not down and _active(gpu) >= most:
+            continue
+        evidence = tuple(
+            Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)") for n in down[:4]
+        )
+        yield Hit(
+            subject=gpu_label(gpu),
+            message=f"{_active(gpu)} active NVLink links where its peers have {most}"
+            + (f" (link {', '.join(map(str, down))} inactive)" if down else "")
+            + f": this GPU's NVLink bandwidth drops by {1 - _active(gpu) / most:.0%} and every collective "
+            "that includes it runs at its pace",
+            evidence=evidence
+            or (
+                Evidence(
+                    "nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, *)", f"{_active(gpu)} links enabled"
+                ),
+            ),
+        )
+
+
+def _components(snapshot: Snapshot) -> list[set[int]]:
+    by_address = {gpu.pci_address: gpu.index for gpu in snapshot.gpus}
+    groups: list[set[int]] = []
+    for gpu in snapshot.gpus:
+        peers, _switch = nvlink_targets(gpu)
+        members = {gpu.index} | {by_address[a] for a in peers if a in by_address}
+        touching = [g for g in groups if g & members]
+        for g in touching:
+            members |= g
+            groups.remove(g)
+        groups.append(members)
+    return groups
+
+
+@rule(
+    id="nvlink-bridge-pairs-only",
+    title="NVLink joins GPUs only in bridged pairs",
+    severity="info",
+    tags=("nvlink", "topology"),
+    needs=("snapshot",),
+    fix="keep tensor-parallel groups inside one bridged pair (TP=2); use pipeline or data "
+    "parallelism across pairs",
+)
+def nvlink_bridge_pairs_only(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    if len(snapshot.gpus) <= 2 or any(nvlink_targets(gpu)[1] for gpu in snapshot.gpus):
+        return
+    groups = [g for g in _components(snapshot) if len(g) > 1]
+    if groups and max(len(g) for g in groups) == 2:
+        pairs = " ".join(f"({min(g)},{max(g)})" for g in sorted(groups, key=min))
+        yield Hit(
+            subject=f"NVLink pairs {pairs}",
+            message=f"NVLink bridges join only pairs {pairs} of {len(snapshot.gpus)} GPUs: a tensor-parallel "
+            "group larger than 2 sends its all-reduces over PCIe (PIX, or SYS across sockets) at a fraction "
+            "of the bridge's 100 GB/s per direction",
+            evidence=(
+                Evidence("nvml", "nvmlDeviceGetNvLinkRemotePciInfo", f"peers form {len(groups)} pairs"),
+            ),
+        )
+
+
+@rule(
+    id="nvswitch-fabric-incomplete",
+    title="NVSwitch machine whose NVLink fabric is incomplete",
+    severity="error",
+    tags=("nvlink", "nvswitch", "hardware"),
+    needs=("snapshot",),
+    fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "
+    "Manager, reset the GPUs, or reboot the node",
+)
+def nvswitch_fabric_incomplete(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    on_switch = [gpu for gpu in snapshot.gpus if nvlink_targets(gpu)[1]]
+    if not on_switch:
+        return
+    for gpu in snapshot.gpus:
+        if gpu not in on_switch and not gpu.lost:
+            yield Hit(
+                subject=gpu_label(gpu),
+                message="this GPU has no active NVLink to the NVSwitches while its peers do: it talks to "
+                "them over PCIe, and every NVLS/all-reduce including it collapses to PCIe speed",
+                evidence=(
+                    Evidence(
+                        "nvml",
+                        f"nvmlDeviceGetNvLinkRemoteDeviceType({gpu.index}, *)",
+                        "no active link to a switch",
+                    ),
+                ),
+            )
+        elif gpu.fabric is not None and gpu.fabric.state not in FABRIC_DONE:
+            yield Hit(
+                subject=gpu_label(gpu),
+                message=f"GPU fabric registration is '{gpu.fabric.state}', not 'completed': NVLink "
+                "P2P is not "
+                "available to applications until Fabric Manager finishes",
+                evidence=(
+                    Evidence("nvml", f"nvmlDeviceGetGpuFabricInfoV({gpu.index}).state", gpu.fabric.state),
+                ),
+            )
+    broken = [p for p in snapshot.gpu_pairs if p.p2p_nvlink not in (None, "OK")]
+    if broken:
+        yield Hit(
+            subject=", ".join(f"GPU{p.a}-GPU{p.b}" for p in broken[:6]),
+            message=f"{len(broken)} GPU pair(s) on this NVSwitch machine report no NVLink P2P",
+            evidence=(
+                Evidence(
+                    "nvml",
+                    f"nvmlDeviceGetP2PStatus({broken[0].a}, {broken[0].b}, NVLINK)",
+                    str(broken[0].p2p_nvlink),
+                ),
+            ),
+        )
+
+
+RULES = (nvlink_link_down, nvlink_bridge_pairs_only, nvswitch_fabric_incomplete)

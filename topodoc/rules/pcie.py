@@ -1,0 +1,258 @@
+"""PCIe rules: link width and speed, GPU P2P paths through the CPU, P2P support, AER, lost GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.model import PciDevice, Snapshot
+from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
+from topodoc.rules.machine import gpu_label, gpu_name, gpu_pair_class, nvlinked, rdma_nics, sysfs
+
+GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+X16_GBS = {1: 4.0, 2: 8.0, 3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}  # per direction, REFERENCE §6.1
+
+
+def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
+    """GPUs and RDMA NICs with their PCI function: the devices whose links carry training traffic."""
+    for gpu in snapshot.gpus:
+        if gpu.pci_address in snapshot.pci:
+            yield gpu_label(gpu), snapshot.pci[gpu.pci_address]
+    for nic in rdma_nics(snapshot):
+        if nic.pci_address in snapshot.pci:
+            yield f"{nic.name} ({nic.pci_address})", snapshot.pci[nic.pci_address]
+
+
+@rule(
+    id="pcie-width-reduced",
+    title="PCIe link trained to fewer lanes than the device supports",
+    severity="error",
+    tags=("pcie", "hardware"),
+    needs=("snapshot",),
+    fix="reseat the card or riser, check the slot's lane wiring and BIOS bifurcation, then reboot",
+)
+def pcie_width_reduced(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    for label, dev in _watched(snapshot):
+        width, max_width = dev.link.width, dev.link.max_width
+        if width and max_width and width < max_width:
+            yield Hit(
+                subject=label,
+                message=f"PCIe link runs at x{width} of x{max_width}: {width / max_width:.0%} of the lanes, "
+                "so host, NIC and PCIe P2P bandwidth drop in proportion (unlike speed, width does not "
+                "recover when the device is busy)",
+                evidence=(
+                    Evidence("sysfs", sysfs(dev.address, "current_link_width"), str(width)),
+                    Evidence("sysfs", sysfs(dev.address, "max_link_width"), str(max_width)),
+                ),
+            )
+    yield from _nvml_width(snapshot)
+
+
+def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
+    for gpu in snapshot.gpus:
+        dev = snapshot.pci.get(gpu.pci_address or "")
+        if dev is not None and dev.link.width and dev.link.max_width:
+            continue  # sysfs already judged it
+        if gpu.pcie_width and gpu.pcie_max_width and gpu.pcie_width < gpu.pcie_max_width:
+            yield Hit(
+                subject=gpu_label(gpu),
+                message=f"PCIe link runs at x{gpu.pcie_width} of x{gpu.pcie_max_width} (NVML)",
+                evidence=(
+                    Evidence("nvml", f"nvmlDeviceGetCurrPcieLinkWidth({gpu.index})", str(gpu.pcie_width)),
+                    Evidence("nvml", f"nvmlDeviceGetMaxPcieLinkWidth({gpu.index})", str(gpu.pcie_max_width)),
+                ),
+            )
+
+
+@rule(
+    id="pcie-speed-reduced",
+    title="PCIe link speed capped below the device's generation",
+    severity="warning",
+    tags=("pcie", "hardware"),
+    needs=("snapshot",),
+    fix="check BIOS PCIe generation settings, the riser/retimer and the slot; reseat and reboot",
+)
+def pcie_speed_reduced(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    gpu_addresses = {gpu.pci_address for gpu in snapshot.gpus}
+    for label, dev in _watched(snapshot):
+        hit = _capped_by_upstream(snapshot, label, dev)
+        if hit is None and dev.address not in gpu_addresses:
+            hit = _nic_below_capability(label, dev)
+        if hit is not None:
+            yield hit
+    for gpu in snapshot.gpus:
+        if gpu.pcie_max_gen and gpu.pcie_gpu_max_gen and gpu.pcie_max_gen < gpu.pcie_gpu_max_gen:
+            yield Hit(
+                subject=gpu_label(gpu),
+                message=f"the slot limits the GPU to Gen{gpu.pcie_max_gen} although it supports "
+                f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
+                f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
+                evidence=(
+                    Evidence(
+                        "nvml", f"nvmlDeviceGetMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_max_gen)
+                    ),
+                    Evidence(
+                        "nvml",
+                        f"nvmlDeviceGetGpuMaxPcieLinkGeneration({gpu.index})",
+                        str(gpu.pcie_gpu_max_gen),
+                    ),
+                ),
+            )
+
+
+def _capped_by_upstream(snapshot: Snapshot, label: str, dev: PciDevice) -> Hit | None:
+    parent = snapshot.pci.get(dev.parent or "")
+    own, up = dev.link.max_speed_gts, parent.link.max_speed_gts if parent else None
+    if not own or not up or up >= own:
+        return None
+    return Hit(
+        subject=label,
+        message=f"the upstream port tops out at {up:g} GT/s (Gen{GEN_BY_GTS.get(up, '?')}) while the device "
+        f"supports {own:g} GT/s (Gen{GEN_BY_GTS.get(own, '?')}): the link can never train faster",
+        evidence=(
+            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{own:g} GT/s"),
+            Evidence("sysfs", sysfs(parent.address, "max_link_speed"), f"{up:g} GT/s"),
+        ),
+    )
+
+
+def _nic_below_capability(label: str, dev: PciDevice) -> Hit | None:
+    speed, top = dev.link.speed_gts, dev.link.max_speed_gts
+    if not speed or not top or speed >= top:
+        return None
+    return Hit(
+        subject=label,
+        message=f"NIC link trained at {speed:g} GT/s of {top:g} GT/s; NICs do not downshift when idle "
+        "the way GPUs do, so this is a real cap on network-to-host bandwidth",
+        evidence=(
+            Evidence("sysfs", sysfs(dev.address, "current_link_speed"), f"{speed:g} GT/s"),
+            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{top:g} GT/s"),
+        ),
+        confidence=0.8,
+    )
+
+
+P2P_COST = {
+    "PHB": "through the CPU root complex: GPU-to-GPU copies typically reach 23-29 GB/s on PCIe 5.0 x16, "
+    "about half of the 48-58 GB/s a shared PCIe switch gives",
+    "NODE": "across host bridges inside one NUMA node: like PHB, every copy crosses the CPU's root complex",
+    "SYS": "across sockets over UPI / Infinity Fabric: the slowest path in the box (NCCL models it at "
+    "{bw}), with extra latency",
+}
+
+
+@rule(
+    id="gpu-p2p-via-cpu",
+    title="GPU pairs whose P2P path goes through the CPU or across sockets",
+    severity="warning",
+    tags=("pcie", "p2p", "topology"),
+    needs=("snapshot",),
+    fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
+)
+def gpu_p2p_via_cpu(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    groups: dict[str, list[str]] = {}
+    for i, a in enumerate(snapshot.gpus):
+        for b in snapshot.gpus[i + 1 :]:
+            path = gpu_pair_class(snapshot, a, b)
+            if path in P2P_COST and not nvlinked(snapshot, a, b):
+                groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
+    inter_socket = (
+        "16 GB/s per direction on AMD"
+        if snapshot.host.cpu_vendor == "AuthenticAMD"
+        else ("6-40 GB/s per direction, by Intel generation")
+    )
+    for path, pairs in groups.items():
+        yield Hit(
+            subject=", ".join(pairs[:6]) + (f" (+{len(pairs) - 6} more)" if len(pairs) > 6 else ""),
+            message=f"{len(pairs)} GPU pair(s) are {path} apart, {P2P_COST[path].format(bw=inter_socket)}",
+            evidence=(Evidence("nvml", "nvmlDeviceGetTopologyCommonAncestor", f"{pairs[0]} = {path}"),),
+            severity=Severity.WARNING if path == "SYS" else Severity.INFO,
+        )
+
+
+BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}
+
+
+@rule(
+    id="gpu-p2p-unsupported",
+    title="PCIe peer-to-peer between GPUs is not supported",
+    severity="warning",
+    tags=("pcie", "p2p"),
+    needs=("snapshot",),
+    fix="enable P2P/ACS-free routing in the BIOS; in a VM ask for a P2P-capable instance shape",
+)
+def gpu_p2p_unsupported(facts: Facts) -> Iterator[Hit]:
+    snapshot = facts.snapshot
+    bad = [p for p in snapshot.gpu_pairs if p.p2p_read in BAD_P2P and p.p2p_nvlink != "OK"]
+    if bad:
+        first = bad[0]
+        yield Hit(
+            subject=", ".join(f"GPU{p.a}-GPU{p.b}" for p in bad[:6]) + (" ..." if len(bad) > 6 else ""),
+            message=f"{len(bad)} GPU pair(s) cannot do PCIe P2P (not supported by the "
+            f"{BAD_P2P[first.p2p_read]}):"
+            " NCCL falls back to SHM, staging every transfer through host memory",
+            evidence=(
+                Evidence("nvml", f"nvmlDeviceGetP2PStatus({first.a}, {first.b}, READ)", first.p2p_read),
+            ),
+        )
+
+
+@rule(
+    id="pcie-aer-errors",
+    title="PCIe Advanced Error Reporting counters show link errors",
+    severity="error",
+    tags=("pcie", "hardware", "errors"),
+    needs=("snapshot",),
+    fix="reseat the device and its riser/cable; if counters keep growing, replace the riser or the card",
+)
+def pcie_aer_errors(facts: Facts) -> Iterator[Hit]:
+    for label, dev in _watched(facts.snapshot):
+        fatal = dev.aer.get("fatal", 0) + dev.aer.get("nonfatal", 0)
+        correctable = dev.aer.get("correctable", 0)
+        if fatal or correctable >= 1000:
+            yield Hit(
+                subject=label,
+                message=f"{fatal} uncorrectable and {correctable} correctable PCIe errors recorded: the link "
+                "is marginal (replays slow it down; uncorrectable errors can drop the device)",
+                evidence=tuple(
+                    Evidence("sysfs", sysfs(dev.address, f"aer_dev_{kind}"), f"TOTAL {count}")
+                    for kind, count in sorted(dev.aer.items())
+                    if count
+                ),
+                severity=None if fatal else Severity.WARNING,
+            )
+
+
+@rule(
+    id="gpu-lost",
+    title="A GPU has fallen off the bus",
+    severity="critical",
+    tags=("gpu", "hardware"),
+    needs=("snapshot",),
+    fix="drain the node, collect nvidia-bug-report.sh, then reset the GPU or reboot; replace if it recurs",
+)
+def gpu_lost(facts: Facts) -> Iterator[Hit]:
+    for gpu in facts.snapshot.gpus:
+        if gpu.lost:
+            yield Hit(
+                subject=gpu_label(gpu),
+                message="NVML reports GPU_IS_LOST (usually Xid 79): every job using this GPU will "
+                "hang or fail",
+                evidence=(
+                    Evidence(
+                        "nvml", f"nvmlDeviceGetHandleByIndex({gpu.index})", "NVML_ERROR_GPU_IS_LOST (15)"
+                    ),
+                ),
+            )
+
+
+RULES = (
+    pcie_width_reduced,
+    pcie_speed_reduced,
+    gpu_p2p_via_cpu,
+    gpu_p2p_unsupported,
+    pcie_aer_errors,
+    gpu_lost,
+)

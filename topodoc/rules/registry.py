@@ -1,0 +1,32 @@
+"""The explicit list of rules ``topodoc diagnose`` runs, in report order of concept.
+
+A new rule module appends its ``RULES`` tuple here; nothing is discovered by scanning.
+"""
+
+from __future__ import annotations
+
+from topodoc.rules import gpudirect, joined, nccl, nics, numa, nvlink, pcie
+from topodoc.rules.engine import Rule
+
+RULES: tuple[Rule, ...] = (
+    *pcie.RULES,
+    *nvlink.RULES,
+    *gpudirect.RULES,
+    *numa.RULES,
+    *nics.RULES,
+    *nccl.RULES,
+    *joined.RULES,
+)
+
+
+class UnknownRule(LookupError):
+    pass
+
+
+def get(rule_id: str) -> Rule:
+    for item in RULES:
+        if item.id == rule_id:
+            return item
+    close = [r.id for r in RULES if rule_id in r.id or r.id in rule_id]
+    hint = f"; did you mean {', '.join(close[:3])}?" if close else "; `topodoc rules` lists them"
+    raise UnknownRule(f"no rule named {rule_id!r}{hint}")

@@ -1,0 +1,124 @@
+"""NVLink as NVML reports it, per GPU: bonds to peer GPUs, links into NVSwitches, links down.
+
+A link's far end is a GPU when its remote PCI address is one of this machine's GPUs; an NVSwitch
+when NVML says ``switch``, when the address is an NVIDIA bridge-class function (``0x0680xx``, the
+NVSwitch class NCCL keys on), or when the address is unknown here (NCCL makes the same assumption:
+an invisible peer is an NVSwitch). ``ibmnpu`` ends (POWER CPUs) are not GPU paths.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from topodoc import model, pciaddr
+from topodoc.topology import rates
+from topodoc.topology.types import NVLINK, NVSWITCH, Hop, Link, Route
+
+NVIDIA = 0x10DE
+
+
+@dataclass(frozen=True)
+class GpuLinks:
+    index: int
+    peers: dict[int, int] = field(default_factory=dict)  # peer GPU index -> active links
+    switch_links: int = 0
+    switches: tuple[str, ...] = ()  # NVSwitch PCI addresses seen on the far ends
+    down: int = 0
+    version: int | None = None
+    compute_capability: str | None = None
+
+    @property
+    def active(self) -> int:
+        return sum(self.peers.values()) + self.switch_links
+
+
+def _far_end(link: model.NvLink, gpu_at: dict[str, int], pci: dict[str, model.PciDevice]) -> str:
+    address = pciaddr.try_normalize(link.remote_pci_address)
+    if address in gpu_at and link.remote_type in (None, "gpu", "unknown"):
+        return "gpu"
+    if link.remote_type in ("switch", "gpu", "ibmnpu"):
+        return link.remote_type
+    dev = pci.get(address or "")
+    if dev is None or (dev.vendor_id == NVIDIA and (dev.class_code or 0) >> 8 == 0x0680):
+        return "switch"
+    return "other"
+
+
+def gpu_links(snapshot: model.Snapshot) -> dict[int, GpuLinks]:
+    gpu_at = {pciaddr.try_normalize(g.pci_address): g.index for g in snapshot.gpus if g.pci_address}
+    out = {}
+    for gpu in snapshot.gpus:
+        peers: Counter[int] = Counter()
+        switches: list[str] = []
+        down, versions = 0, Counter()
+        for link in gpu.nvlinks:
+            if not link.active:
+                down += link.active is False
+                continue
+            versions[link.version] += 1
+            end = _far_end(link, gpu_at, snapshot.pci)
+            address = pciaddr.try_normalize(link.remote_pci_address)
+            if end == "gpu" and address in gpu_at:
+                peers[gpu_at[address]] += 1
+            elif end == "switch":
+                switches.append(address or "nvswitch")
+        version = versions.most_common(1)[0][0] if versions else None
+        out[gpu.index] = GpuLinks(gpu.index, dict(peers), len(switches), tuple(sorted(set(switches))),
+                                  down, version, gpu.compute_capability)
+    return out
+
+
+def bond(links: dict[int, GpuLinks], a: int, b: int) -> tuple[int, bool]:
+    """(NVLinks between GPUs a and b, whether through NVSwitch), as nvidia-smi counts them."""
+    la, lb = links.get(a), links.get(b)
+    if la is None or lb is None:
+        return 0, False
+    direct = _direct(links, a, b)
+    if direct:
+        return direct, False
+    if la.switch_links and lb.switch_links:
+        return min(la.switch_links, lb.switch_links), True
+    return 0, False
+
+
+def _direct(links: dict[int, GpuLinks], x: int, y: int) -> int:
+    lx, ly = links.get(x), links.get(y)
+    return max(lx.peers.get(y, 0) if lx else 0, ly.peers.get(x, 0) if ly else 0)
+
+
+def relay(links: dict[int, GpuLinks], a: int, b: int) -> int | None:
+    """A GPU with direct NVLinks to both a and b (NCCL's NVB path), lowest index first."""
+    for c in sorted(links):
+        if c not in (a, b) and _direct(links, a, c) and _direct(links, c, b):
+            return c
+    return None
+
+
+def _link(links: dict[int, GpuLinks], g: int, a_id: str, b_id: str, count: int) -> Link:
+    info = links[g]
+    return Link(NVLINK, a_id, b_id, nvlinks=count, nvlink_version=info.version,
+                bandwidth_gbps=rates.nvlink_gbps(count, info.version, info.compute_capability))
+
+
+def route(links: dict[int, GpuLinks], hops: dict[int, Hop], a: int, b: int) -> Route | None:
+    """The NVLink route a -> b: direct, through NVSwitch, or through a relay GPU; None without NVLink."""
+    count, switched = bond(links, a, b)
+    if switched:
+        hub = Hop(NVSWITCH, NVSWITCH, "NVSwitch")
+        parts = (_link(links, a, hops[a].id, hub.id, links[a].switch_links),
+                 _link(links, b, hub.id, hops[b].id, links[b].switch_links))
+        return _route((hops[a], hub, hops[b]), parts)
+    if count:
+        return _route((hops[a], hops[b]), (_link(links, a, hops[a].id, hops[b].id, count),))
+    c = relay(links, a, b)
+    if c is None:
+        return None
+    parts = (_link(links, a, hops[a].id, hops[c].id, bond(links, a, c)[0]),
+             _link(links, c, hops[c].id, hops[b].id, bond(links, c, b)[0]))
+    return _route((hops[a], hops[c], hops[b]), parts)
+
+
+def _route(hops: tuple[Hop, ...], parts: tuple[Link, ...]) -> Route:
+    known = [p for p in parts if p.bandwidth_gbps is not None]
+    return Route(hops, parts, min(known, key=lambda p: p.bandwidth_gbps) if known else None)
