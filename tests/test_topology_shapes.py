@@ -71,6 +71,10 @@ class Box:
                               numa=numa, **kw)
 
 
+def ports_of(bus: int, devices) -> list[str]:
+    return [f"0000:{bus:02x}:{d:02x}.0" for d in devices]
+
+
 def desktop() -> model.Snapshot:
     box = Box(cpus=("0-15",))
     box.gpu(0, "0000:01:00.0", box.root_port("0000:00:01.0", 0), 0)
@@ -108,7 +112,7 @@ def bridge_pairs() -> model.Snapshot:
     for s in range(2):
         base = s * 0x80
         rp = box.root_port(f"0000:{base:02x}:01.0", s)
-        ports = box.switch(rp, f"0000:{base + 1:02x}:00.0", [f"0000:{base + 2:02x}:0{k}.0" for k in range(4)], s)
+        ports = box.switch(rp, f"0000:{base + 1:02x}:00.0", ports_of(base + 2, range(4)), s)
         for k, port in enumerate(ports):
             box.gpu(s * 4 + k, f"0000:{base + 3 + k:02x}:00.0", port, s)
     for a in (0, 2, 4, 6):
@@ -125,9 +129,9 @@ def nvswitch(down_gpu: int | None = None) -> model.Snapshot:
     for c in range(4):
         s, base = c // 2, 0x10 + c * 0x30
         rp = box.root_port(f"0001:{c * 0x40:02x}:01.0", s)  # one host bridge per complex, as on AMD
-        top = box.switch(rp, f"0000:{base:02x}:00.0", [f"0000:{base + 1:02x}:0{k}.0" for k in (1, 2)], s)
-        gsw = box.switch(top[0], f"0000:{base + 2:02x}:00.0", [f"0000:{base + 3:02x}:0{k}.0" for k in (1, 2)], s)
-        nsw = box.switch(top[1], f"0000:{base + 8:02x}:00.0", [f"0000:{base + 9:02x}:0{k}.0" for k in (1, 2)], s)
+        top = box.switch(rp, f"0000:{base:02x}:00.0", ports_of(base + 1, (1, 2)), s)
+        gsw = box.switch(top[0], f"0000:{base + 2:02x}:00.0", ports_of(base + 3, (1, 2)), s)
+        nsw = box.switch(top[1], f"0000:{base + 8:02x}:00.0", ports_of(base + 9, (1, 2)), s)
         for k in range(2):
             box.gpu(c * 2 + k, f"0000:{base + 4 + k:02x}:00.0", gsw[k], s)
             box.nic(f"mlx5_{c * 2 + k}", f"0000:{base + 0xA + k:02x}:00.0", nsw[k], s)
@@ -148,9 +152,10 @@ def hybrid_cube_mesh() -> model.Snapshot:
     for sw in range(4):
         s, base = sw // 2, sw * 0x20 + 0x04
         rp = box.root_port(f"0000:{s * 0x80:02x}:0{sw + 1}.0", s)
-        ports = box.switch(rp, f"0000:{base:02x}:00.0", [f"0000:{base + 1:02x}:0{k}.0" for k in (8, 10)], s)
-        for k, port in enumerate(ports):
+        ports = box.switch(rp, f"0000:{base:02x}:00.0", ports_of(base + 1, (8, 10, 16)), s)
+        for k, port in enumerate(ports[:2]):
             box.gpu(sw * 2 + k, f"0000:{base + 2 + k:02x}:00.0", port, s, gen=3)
+        box.nic(f"mlx5_{sw}", f"0000:{base + 4:02x}:00.0", ports[2], s)
     for (a, b), n in HYBRID_CUBE.items():
         box.nvlink(a, b, n)
     return box.snapshot()

@@ -90,39 +90,63 @@ class _Scanner:
             block = carry + block
             cut = block.rfind(b"\n") + 1
             carry = block[cut:]
-            self._lines(block[:cut].split(b"\n")[:-1])
+            if cut:
+                self._block(block[:cut])
         if carry:
-            self._lines([carry])
+            self._block(carry + b"\n")
         self._flush_pending()
         return InputStats(self.name, self.lines, self.nccl, self.size)
 
-    def _lines(self, lines: list[bytes]) -> None:
-        conns = self.state.conn_raw
-        base = self.lines
-        interesting = _INTERESTING.search
-        for number, line in enumerate(lines, base + 1):
-            at = line.find(_INFO)
-            if at < 0:
-                if interesting(line) or self.pending:
-                    self._general(number, line)
-                continue
+    def _block(self, block: bytes) -> None:
+        """Split on the INFO marker (in C): Python touches INFO records only; other lines are searched
+        in bulk between records and looked at one by one only where the search hits."""
+        pieces = block.split(_INFO)
+        head = pieces[0]
+        line = self.lines  # newlines before the current record: its 0-based line index
+        self._between(head, 0, line + 1)
+        line += head.count(b"\n")
+        tail, partial = head[head.rfind(b"\n") + 1 :], None
+        for piece in pieces[1:]:
             self.nccl += 1
-            msg = line[at + 11 :]
-            if msg.startswith(_SKIP_WORDS):
-                if b" via " in msg and _INFO not in msg:
-                    cut = msg.find(b" : ")
-                    who = line[line.rfind(b" ", 0, line.rfind(b" ", 0, at)) + 1 : at]
-                    key = (who, msg[cut + 3 :].rstrip(b"\r"))
-                    entry = conns.get(key)
-                    if entry is None:
-                        conns[key] = [1, Evidence(self.name, number, _text(line))]
-                    else:
-                        entry[0] += 1
-                    continue
-                if not msg.startswith((b"Channel", b"Ring")) or msg.count(b"->") != 1:
-                    continue
-            self._general(number, line)
-        self.lines = base + len(lines)
+            nl = piece.find(b"\n")
+            if nl < 0:  # another record follows on the same physical line
+                partial = (tail if partial is None else partial) + _INFO + piece
+                continue
+            if partial is not None:
+                self._general(line + 1, partial + _INFO + piece[:nl])
+                partial = None
+            else:
+                self._record(line + 1, tail, piece[:nl])
+            last = piece.rfind(b"\n")
+            if last > nl:
+                self._between(piece, nl + 1, line + 2)
+            line += piece.count(b"\n")
+            tail = piece[last + 1 :]
+        self.lines = line
+
+    def _record(self, number: int, tail: bytes, msg: bytes) -> None:
+        if msg.startswith(_SKIP_WORDS):
+            if b" via " in msg:
+                cut = msg.find(b" : ")
+                end = tail.rfind(b" ")
+                key = (tail[tail.rfind(b" ", 0, end) + 1 :], msg[cut + 3 :].rstrip(b"\r"))
+                entry = self.state.conn_raw.get(key)
+                if entry is None:
+                    self.state.conn_raw[key] = [1, Evidence(self.name, number, _text(tail + _INFO + msg))]
+                else:
+                    entry[0] += 1
+                return
+            if not msg.startswith((b"Channel", b"Ring")) or msg.count(b"->") != 1:
+                return
+        self._general(number, tail + _INFO + msg)
+
+    def _between(self, data: bytes, start: int, first_number: int) -> None:
+        end = data.rfind(b"\n") + 1
+        if end <= start or not (self.pending or _INTERESTING.search(data, start, end)):
+            return
+        for number, raw in enumerate(data[start:end].split(b"\n")[:-1], first_number):
+            if self.pending or _INTERESTING.search(raw):
+                self._general(number, raw)
 
     def _general(self, number: int, raw: bytes) -> None:
         text = prefix.clean(_text(raw))

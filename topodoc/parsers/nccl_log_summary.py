@@ -109,7 +109,7 @@ def _communicators(state: LogState, ranks: tuple[RankInfo, ...]) -> tuple[Commun
 def _hosts(state: LogState, conns, ranks) -> tuple[HostSummary, ...]:
     names = {p[0] for p in state.procs} | {c.host for c in conns} | {r.host for r in ranks}
     names |= {t[0] for t in state.test_ranks.values()}
-    out = []
+    out, world = [], _world(ranks)
     for name in sorted(n for n in names if n):
         boot = {d.address for d in state.devices.values() if d.host == name and d.role == "bootstrap"}
         oob = {d.address for d in state.devices.values() if d.host == name and d.role == "oob"}
@@ -117,7 +117,7 @@ def _hosts(state: LogState, conns, ranks) -> tuple[HostSummary, ...]:
         out.append(HostSummary(
             name=name, machines=max(1, machines),
             pids=tuple(sorted({p[1] for p in state.procs if p[0] == name and p[1] is not None})),
-            ranks=tuple(sorted({r.rank for r in ranks if r.host == name and r.nranks == _world(ranks)})),
+            ranks=tuple(sorted({r.rank for r in ranks if r.host == name and r.nranks == world})),
             addresses=tuple(sorted(state.addresses.get(name, {}))),
             nccl_versions=tuple(sorted({v for (h, _p), (v, _e) in state.versions.items() if h == name})),
             hcas=tuple(sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values()
@@ -140,7 +140,8 @@ def _nnodes(state: LogState, hosts, ranks) -> tuple[int | None, tuple[Evidence, 
     candidates: list[tuple[int, Evidence | None]] = [(n, ev) for n, ev in state.nnodes.items()]
     if hosts:
         candidates.append((sum(h.machines for h in hosts), None))
-    world = [r for r in ranks if r.nranks == _world(ranks) and r.local_ranks]
+    size = _world(ranks)
+    world = [r for r in ranks if r.nranks == size and r.local_ranks]
     if world and world[0].nranks % world[0].local_ranks == 0:
         candidates.append((world[0].nranks // world[0].local_ranks, world[0].evidence))
     if not candidates:

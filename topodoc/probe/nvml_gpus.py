@@ -29,6 +29,7 @@ NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -96,6 +97,8 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
 
 
 def _init_detail(err: NvmlError) -> str:
+    if isinstance(err, NotRecorded):
+        return "the recording holds no NVML answers"
     if err.code == 12:
         return "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver installed"
     if err.code == 9:
@@ -160,6 +163,23 @@ def mask_to_cpulist(words: list[int] | None) -> str | None:
 
 
 def _nvlinks(query: Query, i: int) -> tuple[NvLink, ...]:
+    start = len(query.gaps)
+    links = _each_link(query, i)
+    _squash_link_gaps(query.gaps, start, i)
+    return links
+
+
+def _squash_link_gaps(gaps: list[Gap], start: int, i: int) -> None:
+    """One Gap per field and reason for all links of GPU ``i`` ("remote type of 18 NVLinks of GPU 0")."""
+    added = gaps[start:]
+    counts = Counter((re.sub(r"NVLink \d+", "NVLink", g.what), g.reason, g.source, g.detail) for g in added)
+    del gaps[start:]
+    for (what, reason, source, detail), n in counts.items():
+        label = what.replace("NVLink of", f"{n} NVLinks of") if n > 1 else what
+        gaps.append(Gap(label, reason, source, detail))
+
+
+def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
     links = []
     for link in range(MAX_LINKS):
         try:

@@ -36,13 +36,16 @@ AER_FILES = {"correctable": "aer_dev_correctable", "fatal": "aer_dev_fatal", "no
 
 def collect_pci(reader: Reader) -> dict[str, PciDevice]:
     names = _enumerate(reader)
-    devices = {name: _device(reader, name) for name in names}
-    devices = pcicfg.fill_port_types(devices)
-    blocked = [d for d in devices.values() if d.class_code is not None and d.class_code >> 8 == BRIDGE_CLASS
-               and d.acs_ctrl is None]
+    configs = {name: _config(reader, f"{DEVICES}/{name}") for name in names}
+    devices = pcicfg.fill_port_types({name: _device(reader, name, configs[name]) for name in names})
+    blocked = [a for a, d in devices.items() if (d.class_code or 0) >> 8 == BRIDGE_CLASS and d.acs_ctrl is None
+               and len(configs[a]) < pcicfg.EXTENDED]
     if blocked:
-        reader.gap(f"ACS control of {len(blocked)} PCI bridges", GapReason.PERMISSION, f"{DEVICES}/*/config",
-                   "extended config space (offset 0x100+) is readable only by root")
+        short = any(configs[a] for a in blocked)
+        reader.gap(f"ACS control of {len(blocked)} PCI bridges",
+                   GapReason.PERMISSION if short else GapReason.MISSING, f"{DEVICES}/*/config",
+                   "extended config space (offset 0x100+) is readable only by root" if short
+                   else "no config space file")
     return devices
 
 
@@ -63,7 +66,7 @@ def _udev_names() -> list[str] | None:
         return None
 
 
-def _device(reader: Reader, name: str) -> PciDevice:
+def _device(reader: Reader, name: str, config: bytes) -> PciDevice:
     base = f"{DEVICES}/{name}"
 
     def num(attr: str, parse, optional: bool = True):
@@ -71,7 +74,6 @@ def _device(reader: Reader, name: str) -> PciDevice:
 
     real = reader.fs.realpath(base)
     parent, host_bridge = upstream(real)
-    config = _config(reader, base)
     return PciDevice(
         address=name, class_code=num("class", hex_int, False), vendor_id=num("vendor", hex_int, False),
         device_id=num("device", hex_int, False), subsystem_vendor_id=num("subsystem_vendor", hex_int),

@@ -18,6 +18,7 @@ PORT_TYPES = {
     7: "pcie_to_pci_bridge", 8: "pci_to_pcie_bridge", 9: "rc_integrated_endpoint", 10: "rc_event_collector",
 }
 CAP_PCIE, ECAP_ACS, ECAP_DSN = 0x10, 0x0D, 0x03
+EXTENDED = 0x100
 
 
 def _u16(data: bytes, offset: int) -> int:

@@ -58,8 +58,8 @@ class Redactor:
     def _replace(self, match: re.Match) -> str:
         kind = match.lastgroup
         original = match.group(0)
-        if kind == "ipv4" and KEEP_IPV4.match(original):
-            return original
+        if kind == "ipv4" and KEEP_IPV4.match(original) or not original.strip("0:-."):
+            return original  # loopback, any-address and all-zero identifiers identify nobody
         key = f"{kind}:{original.lower()}"
         if key not in self.mapping:
             self.mapping[key] = self._fresh(kind, original)

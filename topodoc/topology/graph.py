@@ -64,8 +64,11 @@ class _Builder:
             self.add(parent)
             child_id, child_addr = parent.id, up
         bridge = pcitree.host_bridge(self.pci, address) or "pci?"
-        self.add(Node(bridge, "host_bridge", f"host bridge {bridge}", node.parent))
         self._edge(child_addr, child_id, bridge)
+        if bridge not in self.nodes:
+            self.add(Node(bridge, "host_bridge", f"host bridge\n{bridge}", node.parent))
+            if node.parent:
+                self.edges.append(Edge(node.parent, bridge, "internal"))
 
     def _port_node(self, address: str, kind: str, parent: str | None) -> Node:
         dev = self.pci.get(address)

@@ -142,7 +142,7 @@ class Node:
 class Edge:
     a: str
     b: str
-    kind: str  # "pcie", "nvlink", "smp"
+    kind: str  # "pcie", "nvlink", "smp", "internal" (a socket to its host bridge)
     label: str = ""
     degraded: bool = False
 

@@ -1,0 +1,136 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from topodoc.codec import to_data
+from topodoc.parsers.nccl_tests import NcclTestsParseError, infer_collective, parse, parse_runs
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl_tests"
+CASES = sorted(FIXTURES.glob("*.txt"))
+
+
+def _run(name):
+    return parse((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
+def test_golden(case):
+    expected = json.loads(case.with_suffix(".json").read_text())
+    assert to_data(list(parse_runs(case.read_text()))) == expected
+
+
+def test_single_node_nvswitch():
+    run = _run("all_reduce-8xh100-nvswitch.txt")
+    assert (run.collective, run.nranks, run.nodes, run.complete) == ("all_reduce", 8, 1, True)
+    assert run.nccl_tests_version == "2.17.1" and run.devices[3].bus_id == "0000:5d:00"
+    assert run.rows[-1].size == 8 * 2**30 and run.rows[-1].out_of_place.busbw > 470
+
+
+def test_two_node_ib_with_mpi_prefixes_and_info_lines():
+    run = _run("all_reduce-2x8xa100-ib.txt")
+    assert (run.nranks, run.nodes, run.nccl_version) == (16, 2, "2.18.5")
+    assert run.unparsed_lines == () and run.ignored_lines > 5
+
+
+def test_wrong_results_are_reported():
+    run = _run("all_reduce-2gpu-phb-wrong.txt")
+    assert run.out_of_bounds == 1030
+    assert sum(r.out_of_place.wrong + r.in_place.wrong for r in run.rows) == 1030
+    assert run.program == "all_reduce_perf" and run.nranks == 2
+
+
+def test_truncated_run_keeps_rows_and_says_where_it_stopped():
+    run = _run("all_reduce-8xa100-pcie-truncated.txt")
+    assert not run.complete and run.avg_bus_bandwidth is None and len(run.rows) == 11
+    assert "2147483648 bytes" in run.failures[-1] and "Test NCCL failure" in run.failures[0]
+
+
+def test_rows_cut_by_nccl_info_lines_are_reassembled():
+    run = _run("all_reduce-info-interleaved.txt")
+    assert len(run.rows) == 15 and all(r.in_place and r.in_place.busbw is not None for r in run.rows)
+    assert run.rows[0].type == "bfloat16" and run.rows[0].root == -1
+
+
+def test_old_error_column():
+    run = _run("all_reduce-old-error-column.txt")
+    assert run.wrong_column == "error" and run.rows[0].root is None
+    assert run.rows[-1].in_place.wrong == pytest.approx(1e-06) and run.nranks == 16
+
+
+def test_per_iteration_columns_and_timestamps():
+    run = _run("all_reduce-per-iteration-columns.txt")
+    last = run.rows[-1]
+    assert last.out_of_place.busbw == 360.02 and last.in_place.busbw == 360.69 and last.in_place.wrong == 0
+
+
+def test_several_collectives_in_one_file():
+    runs = parse_runs((FIXTURES / "several-collectives-8xh100.txt").read_text())
+    assert [r.collective for r in runs] == ["all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
+                                            "sendrecv"]
+    assert runs[2].rows[-1].in_place.wrong is None and runs[3].rows[0].root == 0
+
+
+def test_collective_inferred_without_a_program_name():
+    runs = parse_runs((FIXTURES / "several-collectives-8xh100.txt").read_text())
+    assert [infer_collective(r.rows, 8) for r in runs] == [r.collective for r in runs]
+
+
+def test_no_output_raises():
+    with pytest.raises(NcclTestsParseError):
+        parse("hello\nworld\n")
+
+
+def _fmt(value):
+    return f"{value:.2f}"
+
+
+ROWS = st.tuples(st.integers(1, 2**34), st.floats(0.5, 1e6), st.floats(0.0, 900.0), st.integers(0, 99))
+
+
+@given(st.lists(ROWS, min_size=1, max_size=20), st.booleans())
+def test_any_printed_row_parses_back(rows, with_root):
+    header = "#       size         count      type   redop" + ("    root" if with_root else "") + \
+        "     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+    lines = ["# Using devices", header]
+    for size, time, bw, wrong in rows:
+        root = "      -1" if with_root else ""
+        half = f"  {_fmt(time)}  {_fmt(bw)}  {_fmt(bw * 1.75)}  {wrong}"
+        lines.append(f"{size:12d}  {size // 4:12d}     float     sum{root}{half}{half}")
+    run = parse("\n".join(lines))
+    assert [r.size for r in run.rows] == [r[0] for r in rows]
+    for row, (_size, time, _bw, wrong) in zip(run.rows, rows, strict=True):
+        assert row.in_place.time_us == float(_fmt(time)) and row.out_of_place.wrong == wrong
+        assert row.root == (-1 if with_root else None)
+
+
+@given(st.text(max_size=200))
+def test_parser_is_total(text):
+    try:
+        runs = parse_runs(text)
+    except NcclTestsParseError:
+        return
+    assert all(isinstance(r.rows, tuple) for r in runs)
+
+
+def test_cli_json_has_the_documented_keys():
+    path = str(FIXTURES / "all_reduce-2x8xa100-ib.txt")
+    proc = subprocess.run([sys.executable, "-m", "topodoc", "nccltests", path, "--json"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["collective"], data["nranks"], data["avg_bus_bandwidth"]) == ("all_reduce", 16, 144.288)
+    row = data["rows"][0]
+    assert row["size"] == 1048576 and set(row["out_of_place"]) == {"time_us", "algbw", "busbw", "wrong"}
+
+
+def test_cli_bad_file_is_one_line_exit_2(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("nothing here\n")
+    proc = subprocess.run([sys.executable, "-m", "topodoc", "nccltests", str(empty)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

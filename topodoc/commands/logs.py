@@ -1,0 +1,43 @@
+"""``topodoc logs FILE... [--json]``: which transport NCCL used, with GDR, ranks and errors explained."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from topodoc.cli import EXIT_ERROR
+
+
+@click.command()
+@click.argument("paths", metavar="FILE...", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="The analysis as JSON (summary first, then the tables).")
+def command(paths: tuple[str, ...], as_json: bool) -> None:
+    """Analyze NCCL_DEBUG=INFO logs: one rank, a whole job, several nodes' files (.gz and - for stdin).
+
+    Reports the inter-node transport (IB, RoCE, EFA, Socket, TCPX, gIB, ...), GPUDirect RDMA, devices,
+    intra-node transports, a per-rank connection table, NCCL's environment echo, and every warning with
+    its likely cause. Each claim names the file and line that supports it.
+    """
+    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
+
+    try:
+        analysis = analyze(list(paths))
+    except (OSError, EOFError, NoNcclLinesError) as err:
+        click.echo(f"topodoc logs: {_reason(err)}", err=True)
+        sys.exit(EXIT_ERROR)
+    if as_json:
+        from topodoc.codec import to_data
+
+        click.echo(json.dumps(to_data(analysis), indent=2))
+        return
+    from topodoc.report.logs import render
+
+    click.echo(render(analysis), nl=False)
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror or err}"
+    return str(err)

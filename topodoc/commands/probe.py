@@ -1,0 +1,45 @@
+"""``topodoc probe [--from SPEC | --root DIR] [--json]``: the machine summarized for a person.
+
+``--from`` takes ``live`` (default), a recording ``NAME.tar.gz`` or ``example:<name>``; ``--root``
+reads a filesystem root (an extracted recording replays whole). Exit 0 even without NVIDIA GPUs;
+2 with one line on stderr for a bad source.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from topodoc.cli import EXIT_ERROR
+
+
+@click.command()
+@click.option("--from", "source", metavar="SPEC", help="live (default), NAME.tar.gz, or example:<name>.")
+@click.option("--root", metavar="DIR", help="Read sysfs/procfs under DIR instead of / (like HWLOC_FSROOT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")
+def command(source: str | None, root: str | None, as_json: bool) -> None:
+    """Probe this machine (or a recording): GPUs, PCIe paths, NUMA, NICs, and what could not be read."""
+    from topodoc.probe.collect import collect
+    from topodoc.probe.source import SourceError, host_for_root, resolve_source
+
+    if source and root:
+        _fail("give either --from or --root, not both")
+    try:
+        host, name = host_for_root(root) if root else resolve_source(source)
+    except SourceError as err:
+        _fail(str(err))
+    snapshot = collect(host, name)
+    if as_json:
+        from topodoc.codec import to_data
+
+        click.echo(json.dumps(to_data(snapshot), indent=2))
+        return
+    from topodoc.report.probe import render_probe
+
+    click.echo(render_probe(snapshot), nl=False)
+
+
+def _fail(message: str):
+    click.echo(f"topodoc probe: {message}", err=True)
+    raise SystemExit(EXIT_ERROR)

@@ -1,0 +1,127 @@
+"""A :class:`LogAnalysis` for people: a one-line verdict, then short tables, each claim with file:line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from topodoc.logmodel import Connection, Evidence, LogAnalysis, LogSummary
+
+_TRANSPORT_NAMES = {
+    "IB": "InfiniBand", "RoCE": "RoCE", "EFA": "AWS EFA (libfabric)", "Socket": "TCP sockets",
+    "TCPX": "GPUDirect-TCPX", "TCPXO": "GPUDirect-TCPXO (FasTrak)", "gIB": "Google gIB",
+    "Slingshot": "HPE Slingshot (libfabric cxi)", "IBext": "InfiniBand via the SHARP/IBext plugin",
+    "none": "no inter-node network (single node)",
+}
+MAX_ROWS = 40
+
+
+def render(analysis: LogAnalysis) -> str:
+    parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
+    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def verdict(s: LogSummary) -> str:
+    """``2 nodes × 8 GPUs, NCCL 2.21.5, InfiniBand with GPUDirect RDMA on mlx5_0..7; 3 warnings``."""
+    shape = f"{_n(s.nnodes)} node{'s' if s.nnodes != 1 else ''}"
+    if s.local_ranks:
+        shape += f" × {s.local_ranks} GPUs"
+    elif s.nranks:
+        shape += f", {s.nranks} ranks"
+    version = f"NCCL {s.nccl_version}" if s.nccl_version else "NCCL version not logged"
+    if len(s.nccl_versions) > 1:
+        version += f" (also {', '.join(v for v in s.nccl_versions if v != s.nccl_version)})"
+    net = _TRANSPORT_NAMES.get(s.transport or "", s.transport or "transport not shown in the log")
+    if s.transport not in (None, "none"):
+        net += {"used": " with GPUDirect RDMA", "not_used": " without GPUDirect RDMA",
+                "asymmetric": " with GPUDirect RDMA on one side only"}.get(s.gdr_mode or "", "")
+        if s.hcas:
+            net += f" on {_hca_range(s.hcas)}"
+    count = len(s.errors)
+    return f"{shape}, {version}, {net}; {count} warning{'s' if count != 1 else ''}"
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _hca_range(hcas: tuple[str, ...]) -> str:
+    names = sorted({h.split(":")[0] for h in hcas})
+    stems = {n.rstrip("0123456789") for n in names}
+    if len(names) > 2 and len(stems) == 1:
+        numbers = sorted(int(n[len(next(iter(stems))):] or 0) for n in names)
+        if numbers == list(range(numbers[0], numbers[-1] + 1)):
+            return f"{names[0]}..{numbers[-1]}"
+    return ", ".join(names)
+
+
+def _where(ev: Evidence | None) -> str:
+    return f"{ev.file}:{ev.line}" if ev else "-"
+
+
+def _inputs(analysis: LogAnalysis) -> list[str]:
+    rows = [f"  {i.name}: {i.lines} lines, {i.nccl_lines} NCCL lines" for i in analysis.inputs]
+    return ["Inputs", *rows, ""]
+
+
+def _hosts(analysis: LogAnalysis) -> list[str]:
+    if not analysis.hosts:
+        return []
+    out = ["Hosts", f"  {'host':<24} {'machines':>8} {'ranks':>6}  {'NCCL':<10} {'GDR':<5} HCAs"]
+    for h in analysis.hosts[:MAX_ROWS]:
+        gdr = "-" if h.gdr is None else ("yes" if h.gdr else "no")
+        out.append(f"  {h.name:<24} {h.machines:>8} {len(h.ranks):>6}  {','.join(h.nccl_versions) or '-':<10} "
+                   f"{gdr:<5} {' '.join(h.hcas) or '-'}")
+    if len(analysis.hosts) > MAX_ROWS:
+        out.append(f"  ... {len(analysis.hosts) - MAX_ROWS} more hosts (--json has them all)")
+    return out + [""]
+
+
+def _evidence(analysis: LogAnalysis) -> list[str]:
+    s = analysis.summary
+    out = ["Evidence"]
+    for name, lines in s.evidence.items():
+        out += [f"  {name:<13} {_where(ev)}  {ev.text[:120]}" for ev in lines[:3]]
+    extra = [f"net plugin {s.net_plugin}"] if s.net_plugin else []
+    extra += [f"libfabric provider {s.libfabric_provider}"] if s.libfabric_provider else []
+    extra += [f"intra-node {', '.join(s.intra_node)}"] if s.intra_node else []
+    extra += [f"CUDA driver {s.cuda_driver_version}"] if s.cuda_driver_version else []
+    return out + ([f"  {'; '.join(extra)}"] if extra else []) + [""]
+
+
+def _connections(conns: tuple[Connection, ...]) -> list[str]:
+    if not conns:
+        return []
+    kinds = Counter(c.transport for c in conns)
+    out = ["Connections (rank -> peer)", "  " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common())]
+    out.append(f"  {'host':<20} {'rank':>5} {'peer':>5} {'transport':<16} {'dir':<8} {'nic':>3} {'gdr':<4} "
+               f"{'ch':>3}  where")
+    for c in conns[:MAX_ROWS]:
+        gdr = "-" if c.gdr is None else ("yes" if c.gdr else "no")
+        nic = "-" if c.nic is None else str(c.nic)
+        out.append(f"  {(c.host or '?')[:20]:<20} {c.rank:>5} {c.peer:>5} {c.transport[:16]:<16} "
+                   f"{c.direction or '-':<8} {nic:>3} {gdr:<4} {c.channels:>3}  {_where(c.evidence)}")
+    if len(conns) > MAX_ROWS:
+        out.append(f"  ... {len(conns) - MAX_ROWS} more rows (--json has them all)")
+    return out + [""]
+
+
+def _env(analysis: LogAnalysis) -> list[str]:
+    if not analysis.env:
+        return []
+    out = ["Environment NCCL echoed"]
+    for e in analysis.env:
+        off = f"  (switches off {e.disables})" if e.disables else ""
+        out.append(f"  {e.name}={e.value}{off}  {_where(e.evidence)}")
+    return out + [""]
+
+
+def _errors(analysis: LogAnalysis) -> list[str]:
+    if not analysis.errors:
+        return ["No warnings or errors."]
+    out = ["Warnings and errors"]
+    for e in analysis.errors:
+        times = f" (x{e.count})" if e.count > 1 else ""
+        out.append(f"  [{e.category}] {e.file}:{e.line}{times}  {e.text[:160]}")
+        out.append(f"      {e.explanation}")
+    return out

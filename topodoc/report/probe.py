@@ -1,0 +1,179 @@
+"""``topodoc probe`` for a person: host, GPUs and their PCIe paths, GPU pairs, NUMA, NICs, kernel,
+and what could not be read and why. Plain text, one fact per line; the JSON form is
+``codec.to_data(snapshot)``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from topodoc.model import Gpu, Nic, NvLink, PciDevice, Snapshot
+
+NVIDIA = 0x10DE
+CLASS_NAMES = {0x0300: "VGA", 0x0302: "3D controller", 0x0604: "PCI bridge", 0x0200: "Ethernet",
+               0x0207: "InfiniBand", 0x0680: "bridge (other)", 0x0600: "host bridge", 0x0108: "NVMe"}
+
+
+def render_probe(snap: Snapshot) -> str:
+    sections = [_header(snap), _gpus(snap), _pairs(snap), _numa(snap), _pci(snap), _nics(snap),
+                _kernel(snap), _gaps(snap)]
+    return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
+
+
+def _header(snap: Snapshot) -> list[str]:
+    h = snap.host
+    cpu = ", ".join(filter(None, [
+        h.cpu_model, f"{h.sockets} socket(s)" if h.sockets else None,
+        f"{h.logical_cpus} logical CPUs" if h.logical_cpus else None,
+        "virtual machine" if h.virtualized else None,
+    ]))
+    return [
+        f"Machine {h.hostname or '?'}  (source: {snap.source}, {snap.recorded_at or 'time unknown'})",
+        f"  OS {h.os_name or '?'}, kernel {h.kernel or '?'}",
+        f"  CPU {cpu or '?'}",
+    ]
+
+
+def _gpus(snap: Snapshot) -> list[str]:
+    d = snap.driver
+    if not d.nvml_available:
+        on_bus = [p for p in snap.pci.values() if p.vendor_id == NVIDIA and (p.class_code or 0) >> 16 == 0x03]
+        lines = ["GPUs: no NVIDIA GPU/driver found (NVML could not start; see 'Could not read')."]
+        if on_bus:
+            lines.append(f"  but {len(on_bus)} NVIDIA display function(s) are on the PCI bus: "
+                         + ", ".join(p.address for p in on_bus) + " -- is the driver loaded?")
+        return lines
+    cuda = f"{d.cuda_driver_version // 1000}.{d.cuda_driver_version % 1000 // 10}" if d.cuda_driver_version else "?"
+    lines = [f"GPUs: {len(snap.gpus)} (driver {d.driver_version or '?'}, CUDA {cuda}, NVML {d.nvml_version or '?'})"]
+    for gpu in snap.gpus:
+        lines.extend(_gpu_lines(snap, gpu))
+    return lines
+
+
+def _gpu_lines(snap: Snapshot, gpu: Gpu) -> list[str]:
+    if gpu.lost:
+        return [f"  GPU{gpu.index}: LOST (NVML says the GPU fell off the bus)"]
+    link = f"PCIe Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'} (max Gen{gpu.pcie_max_gen or '?'} " \
+           f"x{gpu.pcie_max_width or '?'})"
+    lines = [f"  GPU{gpu.index}: {gpu.name or '?'} at {gpu.pci_address or '?'}, {link}, "
+             f"NUMA {_or_q(gpu.numa_node)}, CPUs {gpu.cpu_affinity or '?'}"]
+    extras = [f"NVLink {_nvlink_summary(gpu.nvlinks)}" if gpu.nvlinks else "no NVLink"]
+    if gpu.mig_mode is not None:
+        extras.append(f"MIG {'on' if gpu.mig_mode else 'off'}")
+    if gpu.persistence_mode is not None:
+        extras.append(f"persistence {'on' if gpu.persistence_mode else 'off'}")
+    if gpu.fabric and gpu.fabric.state != "not_supported":
+        extras.append(f"fabric {gpu.fabric.state}, clique {gpu.fabric.clique_id}")
+    lines.append("    " + ", ".join(extras))
+    if gpu.pci_address:
+        lines.append("    path: " + pci_path(snap, gpu.pci_address))
+    return lines
+
+
+def _nvlink_summary(links: tuple[NvLink, ...]) -> str:
+    active = [link for link in links if link.active]
+    peers = Counter(link.remote_type or "?" for link in active)
+    to = ", ".join(f"{n} to {kind}" for kind, n in sorted(peers.items()))
+    return f"{len(active)}/{len(links)} active" + (f" ({to})" if to else "")
+
+
+def pci_path(snap: Snapshot, address: str) -> str:
+    """``pci0000:15 > 0000:15:01.0 root_port > ... > 0000:1a:00.0``, from the parent links."""
+    chain: list[PciDevice] = []
+    current = snap.pci.get(address)
+    while current is not None and len(chain) < 32:
+        chain.append(current)
+        current = snap.pci.get(current.parent) if current.parent else None
+    if not chain:
+        return f"{address} (not in the PCI tree)"
+    steps = [f"{d.address} {d.port_type}" if d.port_type and d.port_type != "endpoint" else d.address
+             for d in reversed(chain)]
+    return " > ".join([chain[-1].host_bridge or "?"] + steps)
+
+
+def _pairs(snap: Snapshot) -> list[str]:
+    if not snap.gpu_pairs:
+        return []
+    lines = ["GPU pairs (NVML common ancestor / P2P read):"]
+    for pair in snap.gpu_pairs:
+        lines.append(f"  GPU{pair.a}-GPU{pair.b}: {pair.common_ancestor or '?'}, P2P read {pair.p2p_read or '?'}, "
+                     f"NVLink P2P {pair.p2p_nvlink or '?'}")
+    return lines
+
+
+def _numa(snap: Snapshot) -> list[str]:
+    lines = [f"NUMA: {len(snap.numa)} node(s); this process may run on CPUs {snap.process_cpuset or '?'}"]
+    for node in snap.numa:
+        memory = f"{node.memory_total_kb / 1048576:.1f} GiB" if node.memory_total_kb else "? GiB"
+        lines.append(f"  node{node.node}: CPUs {node.cpulist or '?'}, {memory}, distances "
+                     f"{' '.join(map(str, node.distances)) or '?'}")
+    return lines
+
+
+def _pci(snap: Snapshot) -> list[str]:
+    devices = list(snap.pci.values())
+    bridges = [d for d in devices if (d.class_code or 0) >> 8 == 0x0604]
+    roots = sorted({d.host_bridge for d in devices if d.host_bridge})
+    lines = [f"PCIe: {len(devices)} functions, {len(bridges)} bridges/ports, host bridges {', '.join(roots) or '?'}"]
+    for device in sorted(devices, key=lambda d: d.address):
+        lines.append("  " + _pci_line(device))
+    return lines
+
+
+def _pci_line(d: PciDevice) -> str:
+    kind = CLASS_NAMES.get((d.class_code or 0) >> 8, f"class {d.class_code:06x}" if d.class_code is not None else "?")
+    ids = f"{d.vendor_id:04x}:{d.device_id:04x}" if d.vendor_id is not None and d.device_id is not None else "?"
+    link = ""
+    if d.link.width is not None:
+        link = f", {d.link.speed_gts or '?'} GT/s x{d.link.width} (max {d.link.max_speed_gts or '?'} x" \
+               f"{d.link.max_width or '?'})"
+    return (f"{d.address} {kind} [{ids}] {d.port_type or ''} driver={d.driver or '-'} "
+            f"numa={_or_q(d.numa_node)}{link}").replace("  ", " ")
+
+
+def _nics(snap: Snapshot) -> list[str]:
+    lines = [f"NICs: {len(snap.nics)}" if snap.nics else "NICs: none on the PCI bus"]
+    lines.extend("  " + _nic_line(nic) for nic in snap.nics)
+    virtual = [i.name for i in snap.net if i.virtual]
+    if virtual:
+        lines.append(f"  virtual interfaces: {', '.join(virtual)}")
+    return lines
+
+
+def _nic_line(nic: Nic) -> str:
+    ports = "; ".join(
+        f"port {p.port} {p.state or '?'} {p.rate_text or ''} {p.link_layer or ''} ({len(p.gids)} GIDs)".replace("  ", " ")
+        for p in nic.ports
+    )
+    netdevs = f" netdevs {','.join(nic.netdevs)}" if nic.netdevs else ""
+    return f"{nic.name} [{nic.kind}] at {nic.pci_address or '?'} driver={nic.driver or '-'}{netdevs}" + \
+        (f": {ports}" if ports else "")
+
+
+def _kernel(snap: Snapshot) -> list[str]:
+    k = snap.kernel
+    peer = f"{k.peermem_module} {k.peermem_version or ''}".strip() if k.peermem_module else "not loaded"
+    return [
+        f"Kernel: {k.release or '?'}, IOMMU {k.iommu_mode or '?'} ({k.iommu_groups or 0} groups)",
+        f"  NVIDIA kernel driver {k.nvidia_driver_version or 'absent'}"
+        + (" (open module)" if k.nvidia_open_kernel_module else ""),
+        f"  GPUDirect RDMA: peermem {peer}, DMA-BUF {_yes_no(k.dmabuf_supported)}",
+    ]
+
+
+def _gaps(snap: Snapshot) -> list[str]:
+    if not snap.gaps:
+        return ["Everything the probe looks for could be read."]
+    lines = [f"Could not read ({len(snap.gaps)}):"]
+    for gap in snap.gaps:
+        detail = f" -- {gap.detail}" if gap.detail else ""
+        lines.append(f"  {gap.what}: {gap.reason.value}{detail}")
+    return lines
+
+
+def _or_q(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def _yes_no(value: bool | None) -> str:
+    return "unknown" if value is None else ("possible" if value else "no")
