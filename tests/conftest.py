@@ -36,9 +36,13 @@ def tree(tmp_path):
 
 
 SECRETS = {
-    "hostname": "gpu-node-0417", "mac": "b8:ce:f6:1a:2b:3c", "ipv4": "10.42.7.19",
-    "gid": "fe80:0000:0000:0000:bace:f6ff:fe1a:2b3c", "guid": "b8ce:f603:001a:2b3c",
-    "boot_id": "7c1e2d3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f", "serial": "1653223061234",
+    "hostname": "gpu-node-0417",
+    "mac": "b8:ce:f6:1a:2b:3c",
+    "ipv4": "10.42.7.19",
+    "gid": "fe80:0000:0000:0000:bace:f6ff:fe1a:2b3c",
+    "guid": "b8ce:f603:001a:2b3c",
+    "boot_id": "7c1e2d3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f",
+    "serial": "1653223061234",
     "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0",
 }
 
@@ -49,47 +53,88 @@ def gpu_box() -> tuple[dict[str, str], dict[str, str]]:
     chain = "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0"
     gpu, nic, ib = f"{chain}/0000:1a:00.0", f"{chain}/0000:18:00.0", "/sys/class/infiniband/mlx5_0"
     files = {
-        "/proc/sys/kernel/hostname": s["hostname"] + "\n", "/proc/sys/kernel/osrelease": "5.15.0-105-generic\n",
+        "/proc/sys/kernel/hostname": s["hostname"] + "\n",
+        "/proc/sys/kernel/osrelease": "5.15.0-105-generic\n",
         "/proc/cmdline": f"BOOT_IMAGE=/vmlinuz ro iommu=pt ip={s['ipv4']}::10.42.7.1:255.255.255.0\n",
         "/proc/cpuinfo": "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel Xeon 8480C\n"
-                         "physical id\t: 0\nflags\t\t: fpu sse\n",
-        "/proc/sys/kernel/random/boot_id": s["boot_id"] + "\n", "/proc/self/status": "Cpus_allowed_list:\t0-3\n",
-        "/sys/devices/system/node/node0/cpulist": "0-3\n", "/sys/devices/system/node/node0/distance": "10\n",
+        "physical id\t: 0\nflags\t\t: fpu sse\n",
+        "/proc/sys/kernel/random/boot_id": s["boot_id"] + "\n",
+        "/proc/self/status": "Cpus_allowed_list:\t0-3\n",
+        "/sys/devices/system/node/node0/cpulist": "0-3\n",
+        "/sys/devices/system/node/node0/distance": "10\n",
         "/sys/devices/system/node/node0/meminfo": "Node 0 MemTotal:       16384000 kB\n",
         "/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  "
-                                       "Release Build  (dvs-builder@U16-I3-B13-4-3)  Tue Mar  5 22:15:33 UTC 2024\n",
+        "Release Build  (dvs-builder@U16-I3-B13-4-3)  Tue Mar  5 22:15:33 UTC 2024\n",
         "/sys/module/nvidia_peermem/version": "550.54.15\n",
-        f"{ib}/node_guid": s["guid"] + "\n", f"{ib}/fw_ver": "28.39.1002\n", f"{ib}/hca_type": "MT4129\n",
-        f"{ib}/ports/1/state": "4: ACTIVE\n", f"{ib}/ports/1/phys_state": "5: LinkUp\n",
-        f"{ib}/ports/1/rate": "400 Gb/sec (4X NDR)\n", f"{ib}/ports/1/link_layer": "InfiniBand\n",
-        f"{ib}/ports/1/gids/0": s["gid"] + "\n", f"{ib}/ports/1/gids/1": "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        f"{ib}/node_guid": s["guid"] + "\n",
+        f"{ib}/fw_ver": "28.39.1002\n",
+        f"{ib}/hca_type": "MT4129\n",
+        f"{ib}/ports/1/state": "4: ACTIVE\n",
+        f"{ib}/ports/1/phys_state": "5: LinkUp\n",
+        f"{ib}/ports/1/rate": "400 Gb/sec (4X NDR)\n",
+        f"{ib}/ports/1/link_layer": "InfiniBand\n",
+        f"{ib}/ports/1/gids/0": s["gid"] + "\n",
+        f"{ib}/ports/1/gids/1": "0000:0000:0000:0000:0000:0000:0000:0000\n",
         f"{ib}/ports/1/gids/2": "0000:0000:0000:0000:0000:ffff:0a2a:0713\n",
-        f"{ib}/ports/1/gid_attrs/types/0": "IB/RoCE v1\n", f"{ib}/ports/1/gid_attrs/types/2": "RoCE v2\n",
+        f"{ib}/ports/1/gid_attrs/types/0": "IB/RoCE v1\n",
+        f"{ib}/ports/1/gid_attrs/types/2": "RoCE v2\n",
         f"{nic}/net/ib0/address": f"00:00:10:87:fe:80:00:00:00:00:00:00:{s['mac']}:00:00\n".replace(
-            f"{s['mac']}:00:00", "b8:ce:f6:03:00:1a:2b:3c"),
-        f"{nic}/net/ib0/operstate": "up\n", f"{nic}/net/ib0/mtu": "4092\n", f"{nic}/net/ib0/speed": "400000\n",
-        "/sys/devices/virtual/net/eth9/address": s["mac"] + "\n", "/sys/devices/virtual/net/eth9/operstate": "up\n",
+            f"{s['mac']}:00:00", "b8:ce:f6:03:00:1a:2b:3c"
+        ),
+        f"{nic}/net/ib0/operstate": "up\n",
+        f"{nic}/net/ib0/mtu": "4092\n",
+        f"{nic}/net/ib0/speed": "400000\n",
+        "/sys/devices/virtual/net/eth9/address": s["mac"] + "\n",
+        "/sys/devices/virtual/net/eth9/operstate": "up\n",
         "/sys/devices/virtual/net/eth9/mtu": "1500\n",
     }
-    for bdf, path, cls, vendor, device, speed in [
-        ("0000:15:01.0", "/sys/devices/pci0000:15/0000:15:01.0", "0x060400", "0x8086", "0x352a", "32.0 GT/s PCIe"),
-        ("0000:16:00.0", "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0", "0x060400", "0x10b5", "0xc030",
-         "32.0 GT/s PCIe"),
+    for _bdf, path, cls, vendor, device, speed in [
+        (
+            "0000:15:01.0",
+            "/sys/devices/pci0000:15/0000:15:01.0",
+            "0x060400",
+            "0x8086",
+            "0x352a",
+            "32.0 GT/s PCIe",
+        ),
+        (
+            "0000:16:00.0",
+            "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0",
+            "0x060400",
+            "0x10b5",
+            "0xc030",
+            "32.0 GT/s PCIe",
+        ),
         ("0000:17:00.0", chain, "0x060400", "0x10b5", "0xc030", "32.0 GT/s PCIe"),
         ("0000:1a:00.0", gpu, "0x030200", "0x10de", "0x2330", "16.0 GT/s PCIe"),
         ("0000:18:00.0", nic, "0x020700", "0x15b3", "0x1021", "32.0 GT/s PCIe"),
     ]:
-        for attr, value in [("class", cls), ("vendor", vendor), ("device", device), ("numa_node", "0"),
-                            ("local_cpulist", "0-3"), ("current_link_speed", speed), ("current_link_width", "16"),
-                            ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")]:
+        for attr, value in [
+            ("class", cls),
+            ("vendor", vendor),
+            ("device", device),
+            ("numa_node", "0"),
+            ("local_cpulist", "0-3"),
+            ("current_link_speed", speed),
+            ("current_link_width", "16"),
+            ("max_link_speed", "32.0 GT/s PCIe"),
+            ("max_link_width", "16"),
+        ]:
             files[f"{path}/{attr}"] = value + "\n"
-    links = {f"/sys/bus/pci/devices/{b}": "../../.." + p for b, p in [
-        ("0000:15:01.0", "/devices/pci0000:15/0000:15:01.0"),
-        ("0000:16:00.0", "/devices/pci0000:15/0000:15:01.0/0000:16:00.0"),
-        ("0000:17:00.0", chain.removeprefix("/sys")), ("0000:1a:00.0", gpu.removeprefix("/sys")),
-        ("0000:18:00.0", nic.removeprefix("/sys"))]}
+    links = {
+        f"/sys/bus/pci/devices/{b}": "../../.." + p
+        for b, p in [
+            ("0000:15:01.0", "/devices/pci0000:15/0000:15:01.0"),
+            ("0000:16:00.0", "/devices/pci0000:15/0000:15:01.0/0000:16:00.0"),
+            ("0000:17:00.0", chain.removeprefix("/sys")),
+            ("0000:1a:00.0", gpu.removeprefix("/sys")),
+            ("0000:18:00.0", nic.removeprefix("/sys")),
+        ]
+    }
     links[f"{ib}/device"] = "../../.." + nic.removeprefix("/sys")
-    links["/sys/class/net/ib0"] = "../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/net/ib0"
+    links["/sys/class/net/ib0"] = (
+        "../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/net/ib0"
+    )
     links[f"{nic}/net/ib0/device"] = "../../../0000:18:00.0"
     links["/sys/class/net/eth9"] = "../../devices/virtual/net/eth9"
     links[f"{gpu}/driver"] = "../../../../../../bus/pci/drivers/nvidia"

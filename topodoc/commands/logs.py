@@ -20,12 +20,12 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     intra-node transports, a per-rank connection table, NCCL's environment echo, and every warning with
     its likely cause. Each claim names the file and line that supports it.
     """
-    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
+    from topodoc.parsers.nccl_log import LogInputError, analyze
 
     try:
         analysis = analyze(list(paths))
-    except (OSError, EOFError, NoNcclLinesError) as err:
-        click.echo(f"topodoc logs: {_reason(err)}", err=True)
+    except LogInputError as err:
+        click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)
     if as_json:
         from topodoc.codec import to_data
@@ -36,8 +36,3 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
 
     click.echo(render(analysis), nl=False)
 
-
-def _reason(err: Exception) -> str:
-    if isinstance(err, OSError) and err.filename:
-        return f"{err.filename}: {err.strerror or err}"
-    return str(err)

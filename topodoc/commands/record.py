@@ -10,7 +10,9 @@ from topodoc.cli import EXIT_ERROR
 
 @click.command()
 @click.option("-o", "--output", required=True, metavar="NAME.tar.gz", help="Where to write the recording.")
-@click.option("--redact", is_flag=True, help="Replace hostname, IPs, MACs, serials, UUIDs and GIDs consistently.")
+@click.option(
+    "--redact", is_flag=True, help="Replace hostname, IPs, MACs, serials, UUIDs and GIDs consistently."
+)
 @click.option("--name", metavar="NAME", help="The recording's name (default: the file name).")
 def command(output: str, redact: bool, name: str | None) -> None:
     """Record this machine's sysfs/procfs subset, NVML answers and nvidia-smi output for replay."""

@@ -30,10 +30,11 @@ _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
 _CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
-_INFO_ERROR = re.compile(
-    r"No device found|No eligible providers|Affinity for GPU \d+ is empty|P2P is disabled between|"
-    r"Could not enable P2P|Failed to initialize NET plugin|undefined symbol|wrong ELF|Got completion|"
-    r"[Tt]imed out|Connection closed"
+_ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
+_INFO_ERROR_KEYS = (
+    "No device found", "No eligible providers", "Affinity for GPU", "P2P is disabled between",
+    "Could not enable P2P", "Failed to initialize NET plugin", "undefined symbol", "wrong ELF",
+    "Got completion", "imed out", "Connection closed",
 )
 
 
@@ -59,7 +60,7 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
-    if rec.level == "INFO" and _INFO_ERROR.search(msg):
+    if rec.level == "INFO" and (handler is None or word in _ERROR_WORDS) and any(k in msg for k in _INFO_ERROR_KEYS):
         _error(state, rec, ev, msg)
 
 

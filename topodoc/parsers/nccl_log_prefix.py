@@ -12,7 +12,7 @@ sits in the line and returns its parts; it never raises.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 _LEAD_TIME = re.compile(
@@ -28,8 +28,7 @@ _RAY_IP = re.compile(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)(?:, [^)]*)?\)")
 _TAIL_DUP = re.compile(r" \| [^\s|]*:\d+:\d+ \[\d+\] ")
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One NCCL record found in a physical line. ``host``/``pid`` are ``None`` when the line lacks them."""
 
     host: str | None
@@ -39,6 +38,11 @@ class Record:
     msg: str
     origin: str = ""  # WARN's "file.cc:123 (func)" slot
     launcher_ip: str | None = None  # Ray's "ip=..." decoration
+
+
+def who(tail: str) -> Record | None:
+    """Parse the prefix in front of `` NCCL INFO `` (a cacheable unit): host, pid, dev, Ray's ip."""
+    return split(clean(tail) + " NCCL INFO -")
 
 
 def clean(text: str) -> str:

@@ -36,10 +36,21 @@ def collect(host: Host, source: str = "live") -> model.Snapshot:
     smi = collect_smi_topo(host.runner, gaps) if driver.nvml_available else None
     meta = host.meta or {}
     return model.Snapshot(
-        source=source, topodoc_version=meta.get("topodoc_version", __version__),
-        recorded_at=meta.get("recorded_at") or _now(), host=hostinfo, kernel=kernel, driver=driver,
-        pci=pci, gpus=tuple(_pci_numa(g, pci) for g in gpus), gpu_pairs=pairs, nics=nics, net=net,
-        numa=numa, process_cpuset=cpuset, smi_topo=smi, gaps=tuple(gaps),
+        source=source,
+        topodoc_version=meta.get("topodoc_version", __version__),
+        recorded_at=meta.get("recorded_at") or _now(),
+        host=hostinfo,
+        kernel=kernel,
+        driver=driver,
+        pci=pci,
+        gpus=tuple(_pci_numa(g, pci) for g in gpus),
+        gpu_pairs=pairs,
+        nics=nics,
+        net=net,
+        numa=numa,
+        process_cpuset=cpuset,
+        smi_topo=smi,
+        gaps=tuple(gaps),
     )
 
 

@@ -191,10 +191,22 @@ class NvmlError(Exception):
     """An NVML call failed; ``code`` is NVML's numeric return code (3 NotSupported, 15 GpuIsLost...)."""
 
     NAMES = {
-        1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission",
-        5: "AlreadyInitialized", 6: "NotFound", 7: "InsufficientSize", 9: "DriverNotLoaded",
-        10: "Timeout", 12: "LibraryNotFound", 13: "FunctionNotFound", 14: "CorruptedInforom",
-        15: "GpuIsLost", 16: "ResetRequired", 17: "OperatingSystem", 18: "LibRmVersionMismatch",
+        1: "Uninitialized",
+        2: "InvalidArgument",
+        3: "NotSupported",
+        4: "NoPermission",
+        5: "AlreadyInitialized",
+        6: "NotFound",
+        7: "InsufficientSize",
+        9: "DriverNotLoaded",
+        10: "Timeout",
+        12: "LibraryNotFound",
+        13: "FunctionNotFound",
+        14: "CorruptedInforom",
+        15: "GpuIsLost",
+        16: "ResetRequired",
+        17: "OperatingSystem",
+        18: "LibRmVersionMismatch",
         999: "Unknown",
     }
 
@@ -232,7 +244,10 @@ class LiveRunner:
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         try:
             proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         except FileNotFoundError:
@@ -333,8 +348,12 @@ class TapeRunner:
         if entry is None:
             return CommandResult(list(argv), stderr="not recorded", missing=True)
         return CommandResult(
-            list(argv), entry.get("stdout", ""), entry.get("stderr", ""), entry.get("returncode"),
-            bool(entry.get("timed_out")), bool(entry.get("missing")),
+            list(argv),
+            entry.get("stdout", ""),
+            entry.get("stderr", ""),
+            entry.get("returncode"),
+            bool(entry.get("timed_out")),
+            bool(entry.get("missing")),
         )
 
 

@@ -17,8 +17,11 @@ def collect_host(reader: Reader) -> HostInfo:
         hostname=reader.text("/proc/sys/kernel/hostname", "hostname"),
         kernel=reader.text("/proc/sys/kernel/osrelease", "kernel release"),
         os_name=reader.parsed("/etc/os-release", "OS name", pretty_name, optional=True),
-        cpu_model=cpu.get("model"), cpu_vendor=cpu.get("vendor"), sockets=cpu.get("sockets"),
-        logical_cpus=cpu.get("logical"), virtualized=cpu.get("virtualized"),
+        cpu_model=cpu.get("model"),
+        cpu_vendor=cpu.get("vendor"),
+        sockets=cpu.get("sockets"),
+        logical_cpus=cpu.get("logical"),
+        virtualized=cpu.get("virtualized"),
         boot_id=reader.text("/proc/sys/kernel/random/boot_id", "boot id", optional=True),
     )
 

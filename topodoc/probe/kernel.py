@@ -29,15 +29,23 @@ def collect_kernel(reader: Reader) -> KernelInfo:
     release = reader.text("/proc/sys/kernel/osrelease", "kernel release")
     cmdline = reader.text("/proc/cmdline", "kernel command line")
     groups = reader.listdir(IOMMU_GROUPS, "IOMMU groups", optional=True)
-    group_type = reader.text(f"{IOMMU_GROUPS}/{groups[0]}/type", "IOMMU domain type", optional=True) if groups \
+    group_type = (
+        reader.text(f"{IOMMU_GROUPS}/{groups[0]}/type", "IOMMU domain type", optional=True)
+        if groups
         else None
+    )
     nvidia = reader.text(NVIDIA_VERSION, "NVIDIA kernel driver version", optional=True)
     driver_version, open_module = parse_nvidia_version(nvidia)
     peermem, peer_version = _peermem(reader)
     return KernelInfo(
-        release=release, cmdline=cmdline, iommu_mode=iommu_mode(cmdline, len(groups), group_type),
-        iommu_groups=len(groups), nvidia_driver_version=driver_version,
-        nvidia_open_kernel_module=open_module, peermem_module=peermem, peermem_version=peer_version,
+        release=release,
+        cmdline=cmdline,
+        iommu_mode=iommu_mode(cmdline, len(groups), group_type),
+        iommu_groups=len(groups),
+        nvidia_driver_version=driver_version,
+        nvidia_open_kernel_module=open_module,
+        peermem_module=peermem,
+        peermem_version=peer_version,
         dmabuf_supported=_dmabuf(release, open_module),
     )
 

@@ -2,8 +2,9 @@
 and network interfaces (``/sys/class/net``), each linked to its PCI function.
 
 Reads, for each RDMA device ``<dev>``: ``/sys/class/infiniband`` (listing),
-``/sys/class/infiniband/<dev>/device`` (realpath -> PCI function, nearest BDF component), ``.../device/
-driver`` (link), the PCI function's ``vendor`` and ``device`` under ``/sys/bus/pci/devices/<bdf>``, ``.../device/net`` (listing: netdevs),
+``/sys/class/infiniband/<dev>/device`` (realpath -> PCI function, nearest BDF component),
+``.../device/driver`` (link), the PCI function's ``vendor`` and ``device`` under
+``/sys/bus/pci/devices/<bdf>``, ``.../device/net`` (listing: netdevs),
 ``node_guid``, ``fw_ver``, ``hca_type`` (optional), ``ports`` (listing) and per port ``state``,
 ``phys_state``, ``rate``, ``link_layer``, ``gids`` (listing), ``gids/<i>`` and
 ``gid_attrs/types/<i>``, ``gid_attrs/ndevs/<i>`` for each non-zero GID.
@@ -36,9 +37,15 @@ def _interface(reader: Reader, name: str) -> NetInterface:
     base = f"{NET}/{name}"
     real = reader.fs.realpath(base)
     pci = pci_address_of(reader, f"{base}/device")
-    speed = reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True) if _up(reader, base) else None
+    speed = (
+        reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True)
+        if _up(reader, base)
+        else None
+    )
     return NetInterface(
-        name, pci, reader.link_name(f"{base}/device/driver") if pci else None,
+        name,
+        pci,
+        reader.link_name(f"{base}/device/driver") if pci else None,
         speed if speed is not None and speed >= 0 else None,
         reader.text(f"{base}/operstate", f"operstate of {name}", optional=True),
         reader.parsed(f"{base}/mtu", f"mtu of {name}", dec_int, optional=True),
@@ -49,7 +56,9 @@ def _interface(reader: Reader, name: str) -> NetInterface:
 
 def _up(reader: Reader, base: str) -> bool:
     # speed raises EINVAL on a down or virtual link (drivers/net ethtool); read it only when up.
-    return reader.fs.exists(f"{base}/device") and reader.text(f"{base}/operstate", "", optional=True) != "down"
+    return (
+        reader.fs.exists(f"{base}/device") and reader.text(f"{base}/operstate", "", optional=True) != "down"
+    )
 
 
 def pci_address_of(reader: Reader, device_link: str) -> str | None:
@@ -65,8 +74,11 @@ def collect_nics(reader: Reader, net: tuple[NetInterface, ...]) -> tuple[Nic, ..
     rdma = [_rdma(reader, name) for name in reader.listdir(IB, "RDMA devices", optional=True)]
     cxi = [_cxi(reader, name) for name in reader.listdir(CXI, "Slingshot devices", optional=True)]
     taken = {n for nic in rdma for n in nic.netdevs} | {nic.pci_address for nic in rdma + cxi}
-    plain = [_plain(reader, iface) for iface in net
-             if iface.pci_address and iface.name not in taken and iface.pci_address not in taken]
+    plain = [
+        _plain(reader, iface)
+        for iface in net
+        if iface.pci_address and iface.name not in taken and iface.pci_address not in taken
+    ]
     return tuple(rdma + cxi + plain)
 
 
@@ -83,11 +95,19 @@ def _identity(reader: Reader, base: str, name: str) -> tuple[str | None, int | N
 def _rdma(reader: Reader, name: str) -> Nic:
     base = f"{IB}/{name}"
     pci, vendor, device, driver = _identity(reader, base, name)
-    ports = tuple(_port(reader, name, p) for p in reader.listdir(f"{base}/ports", f"ports of {name}")
-                  if p.isdigit())
+    ports = tuple(
+        _port(reader, name, p) for p in reader.listdir(f"{base}/ports", f"ports of {name}") if p.isdigit()
+    )
     netdevs = tuple(reader.listdir(f"{base}/device/net", f"netdevs of {name}", optional=True)) if pci else ()
     return Nic(
-        name, rdma_kind(vendor, ports), pci, vendor, device, driver, netdevs, ports,
+        name,
+        rdma_kind(vendor, ports),
+        pci,
+        vendor,
+        device,
+        driver,
+        netdevs,
+        ports,
         reader.text(f"{base}/fw_ver", f"firmware of {name}", optional=True),
         reader.text(f"{base}/hca_type", f"HCA type of {name}", optional=True),
         reader.text(f"{base}/node_guid", f"node GUID of {name}", optional=True),
@@ -108,9 +128,11 @@ def _port(reader: Reader, dev: str, port: str) -> NicPort:
     label = f"{dev} port {port}"
     rate = reader.text(f"{base}/rate", f"rate of {label}", optional=True)
     return NicPort(
-        int(port), _after_colon(reader.text(f"{base}/state", f"state of {label}")),
+        int(port),
+        _after_colon(reader.text(f"{base}/state", f"state of {label}")),
         _after_colon(reader.text(f"{base}/phys_state", f"phys_state of {label}", optional=True)),
-        _rate_gbps(rate), rate,
+        _rate_gbps(rate),
+        rate,
         reader.text(f"{base}/link_layer", f"link layer of {label}", optional=True),
         _gids(reader, base),
     )

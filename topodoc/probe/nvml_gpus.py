@@ -29,6 +29,7 @@ NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -51,8 +52,13 @@ FABRIC_STATE = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "comp
 def gap_reason(err: NvmlError) -> GapReason:
     if isinstance(err, NotRecorded):
         return GapReason.NOT_RECORDED
-    return {3: GapReason.UNSUPPORTED, 4: GapReason.PERMISSION, 9: GapReason.MISSING,
-            12: GapReason.MISSING, 13: GapReason.MISSING}.get(err.code, GapReason.ERROR)
+    return {
+        3: GapReason.UNSUPPORTED,
+        4: GapReason.PERMISSION,
+        9: GapReason.MISSING,
+        12: GapReason.MISSING,
+        13: GapReason.MISSING,
+    }.get(err.code, GapReason.ERROR)
 
 
 class GpuLost(Exception):
@@ -87,12 +93,10 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     count = query("GPU count", "nvmlDeviceGetCount") or 0
     gpus = tuple(_gpu(query, i) for i in range(count))
     alive = [g.index for g in gpus if not g.lost]
-    pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1:])
+    pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
     _squash_pair_gaps(gaps)
-    try:
+    with contextlib.suppress(NvmlError):  # a failed shutdown changes nothing we report
         nvml.call("nvmlShutdown")
-    except NvmlError:
-        pass
     return driver, gpus, pairs
 
 
@@ -112,8 +116,10 @@ def _driver(query: Query) -> DriverInfo:
     except NvmlError:
         cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion")
     return DriverInfo(
-        query("driver version", "nvmlSystemGetDriverVersion"), cuda,
-        query("NVML version", "nvmlSystemGetNVMLVersion"), True,
+        query("driver version", "nvmlSystemGetDriverVersion"),
+        cuda,
+        query("NVML version", "nvmlSystemGetNVMLVersion"),
+        True,
     )
 
 
@@ -138,8 +144,11 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
     mig = q("MIG mode", "nvmlDeviceGetMigMode")
     persistence = q("persistence mode", "nvmlDeviceGetPersistenceMode")
     return Gpu(
-        index=i, name=q("name", "nvmlDeviceGetName"), uuid=q("UUID", "nvmlDeviceGetUUID"),
-        serial=q("serial", "nvmlDeviceGetSerial"), pci_address=pciaddr.try_normalize(pci.get("busId")),
+        index=i,
+        name=q("name", "nvmlDeviceGetName"),
+        uuid=q("UUID", "nvmlDeviceGetUUID"),
+        serial=q("serial", "nvmlDeviceGetSerial"),
+        pci_address=pciaddr.try_normalize(pci.get("busId")),
         pcie_gen=q("PCIe generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
         pcie_max_gen=q("max PCIe generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
         pcie_gpu_max_gen=q("GPU max PCIe generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
@@ -148,9 +157,11 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         numa_node=q("NUMA node", "nvmlDeviceGetNumaNodeId"),
         cpu_affinity=mask_to_cpulist(q("CPU affinity", "nvmlDeviceGetCpuAffinity", AFFINITY_WORDS)),
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-        memory_total_bytes=memory.get("total"), nvlinks=_nvlinks(query, i),
+        memory_total_bytes=memory.get("total"),
+        nvlinks=_nvlinks(query, i),
         persistence_mode=None if persistence is None else bool(persistence),
-        mig_mode=None if mig is None else bool(mig[0]), fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
+        mig_mode=None if mig is None else bool(mig[0]),
+        fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
     )
 
 
@@ -201,8 +212,11 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
     remote = query(f"remote PCI of {what}", "nvmlDeviceGetNvLinkRemotePciInfo", i, link) or {}
     kind = query(f"remote type of {what}", "nvmlDeviceGetNvLinkRemoteDeviceType", i, link)
     return NvLink(
-        link, True, query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
-        pciaddr.try_normalize(remote.get("busId")), REMOTE_TYPE.get(kind) if kind is not None else None,
+        link,
+        True,
+        query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
+        pciaddr.try_normalize(remote.get("busId")),
+        REMOTE_TYPE.get(kind) if kind is not None else None,
     )
 
 
@@ -210,8 +224,11 @@ def _fabric(info: dict | None) -> GpuFabric | None:
     if not info:
         return None
     return GpuFabric(
-        FABRIC_STATE.get(info.get("state"), str(info.get("state"))), _uuid(info.get("clusterUuid")),
-        info.get("cliqueId"), info.get("status"), info.get("healthMask"),
+        FABRIC_STATE.get(info.get("state"), str(info.get("state"))),
+        _uuid(info.get("clusterUuid")),
+        info.get("cliqueId"),
+        info.get("status"),
+        info.get("healthMask"),
     )
 
 
@@ -227,8 +244,9 @@ def _pair(query: Query, a: int, b: int) -> GpuPair:
     for name, index in P2P_CAPS:
         code = query(f"{name} GPU{a}-GPU{b}", "nvmlDeviceGetP2PStatus", a, b, index, lost_aborts=False)
         values[name] = P2P_STATUS.get(code, str(code)) if code is not None else None
-    level = query(f"common_ancestor GPU{a}-GPU{b}", "nvmlDeviceGetTopologyCommonAncestor", a, b,
-                  lost_aborts=False)
+    level = query(
+        f"common_ancestor GPU{a}-GPU{b}", "nvmlDeviceGetTopologyCommonAncestor", a, b, lost_aborts=False
+    )
     return GpuPair(a, b, common_ancestor=ANCESTOR.get(level) if level is not None else None, **values)
 
 

@@ -17,8 +17,13 @@ from topodoc.probe.host import NvmlError
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
 PAIR_CALLS = {"nvmlDeviceGetP2PStatus", "nvmlDeviceGetTopologyCommonAncestor"}
-NO_HANDLE = {"nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByUUID",
-             "nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleBySerial"}
+NO_HANDLE = {
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId",
+    "nvmlDeviceGetHandleBySerial",
+}
 
 
 def plain(value):

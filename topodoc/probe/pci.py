@@ -38,14 +38,23 @@ def collect_pci(reader: Reader) -> dict[str, PciDevice]:
     names = _enumerate(reader)
     configs = {name: _config(reader, f"{DEVICES}/{name}") for name in names}
     devices = pcicfg.fill_port_types({name: _device(reader, name, configs[name]) for name in names})
-    blocked = [a for a, d in devices.items() if (d.class_code or 0) >> 8 == BRIDGE_CLASS and d.acs_ctrl is None
-               and len(configs[a]) < pcicfg.EXTENDED]
+    blocked = [
+        a
+        for a, d in devices.items()
+        if (d.class_code or 0) >> 8 == BRIDGE_CLASS
+        and d.acs_ctrl is None
+        and len(configs[a]) < pcicfg.EXTENDED
+    ]
     if blocked:
         short = any(configs[a] for a in blocked)
-        reader.gap(f"ACS control of {len(blocked)} PCI bridges",
-                   GapReason.PERMISSION if short else GapReason.MISSING, f"{DEVICES}/*/config",
-                   "extended config space (offset 0x100+) is readable only by root" if short
-                   else "no config space file")
+        reader.gap(
+            f"ACS control of {len(blocked)} PCI bridges",
+            GapReason.PERMISSION if short else GapReason.MISSING,
+            f"{DEVICES}/*/config",
+            "extended config space (offset 0x100+) is readable only by root"
+            if short
+            else "no config space file",
+        )
     return devices
 
 
@@ -75,16 +84,28 @@ def _device(reader: Reader, name: str, config: bytes) -> PciDevice:
     real = reader.fs.realpath(base)
     parent, host_bridge = upstream(real)
     return PciDevice(
-        address=name, class_code=num("class", hex_int, False), vendor_id=num("vendor", hex_int, False),
-        device_id=num("device", hex_int, False), subsystem_vendor_id=num("subsystem_vendor", hex_int),
-        subsystem_device_id=num("subsystem_device", hex_int), driver=reader.link_name(f"{base}/driver"),
-        numa_node=num("numa_node", dec_int), local_cpulist=reader.text(
-            f"{base}/local_cpulist", f"local_cpulist of {name}", optional=True),
-        link=PciLink(num("current_link_speed", first_float), num("current_link_width", dec_int),
-                     num("max_link_speed", first_float), num("max_link_width", dec_int)),
-        parent=parent, host_bridge=host_bridge, port_type=pcicfg.port_type(config),
+        address=name,
+        class_code=num("class", hex_int, False),
+        vendor_id=num("vendor", hex_int, False),
+        device_id=num("device", hex_int, False),
+        subsystem_vendor_id=num("subsystem_vendor", hex_int),
+        subsystem_device_id=num("subsystem_device", hex_int),
+        driver=reader.link_name(f"{base}/driver"),
+        numa_node=num("numa_node", dec_int),
+        local_cpulist=reader.text(f"{base}/local_cpulist", f"local_cpulist of {name}", optional=True),
+        link=PciLink(
+            num("current_link_speed", first_float),
+            num("current_link_width", dec_int),
+            num("max_link_speed", first_float),
+            num("max_link_width", dec_int),
+        ),
+        parent=parent,
+        host_bridge=host_bridge,
+        port_type=pcicfg.port_type(config),
         iommu_group=_int_or_none(reader.link_name(f"{base}/iommu_group")),
-        acs_ctrl=pcicfg.acs_ctrl(config), aer=_aer(reader, base, name), sysfs_path=real,
+        acs_ctrl=pcicfg.acs_ctrl(config),
+        aer=_aer(reader, base, name),
+        sysfs_path=real,
     )
 
 

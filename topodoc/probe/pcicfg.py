@@ -14,19 +14,26 @@ import dataclasses
 from topodoc.model import PciDevice
 
 PORT_TYPES = {
-    0: "endpoint", 1: "legacy_endpoint", 4: "root_port", 5: "upstream", 6: "downstream",
-    7: "pcie_to_pci_bridge", 8: "pci_to_pcie_bridge", 9: "rc_integrated_endpoint", 10: "rc_event_collector",
+    0: "endpoint",
+    1: "legacy_endpoint",
+    4: "root_port",
+    5: "upstream",
+    6: "downstream",
+    7: "pcie_to_pci_bridge",
+    8: "pci_to_pcie_bridge",
+    9: "rc_integrated_endpoint",
+    10: "rc_event_collector",
 }
 CAP_PCIE, ECAP_ACS, ECAP_DSN = 0x10, 0x0D, 0x03
 EXTENDED = 0x100
 
 
 def _u16(data: bytes, offset: int) -> int:
-    return int.from_bytes(data[offset:offset + 2], "little")
+    return int.from_bytes(data[offset : offset + 2], "little")
 
 
 def _u32(data: bytes, offset: int) -> int:
-    return int.from_bytes(data[offset:offset + 4], "little")
+    return int.from_bytes(data[offset : offset + 4], "little")
 
 
 def find_cap(data: bytes, cap_id: int) -> int | None:
@@ -76,7 +83,7 @@ def zero_serial(config: bytes) -> bytes:
     offset = find_ecap(config, ECAP_DSN)
     if offset is None or offset + 12 > len(config):
         return config
-    return config[: offset + 4] + bytes(8) + config[offset + 12:]
+    return config[: offset + 4] + bytes(8) + config[offset + 12 :]
 
 
 def fill_port_types(devices: dict[str, PciDevice]) -> dict[str, PciDevice]:

@@ -44,7 +44,9 @@ class RecordingSummary:
     redacted: bool
 
 
-def write_recording(host: Host, out_path, *, redact: bool = False, name: str | None = None) -> RecordingSummary:
+def write_recording(
+    host: Host, out_path, *, redact: bool = False, name: str | None = None
+) -> RecordingSummary:
     from topodoc.probe.collect import collect
 
     fs = RecordingFs(host.fs)
@@ -59,8 +61,15 @@ def write_recording(host: Host, out_path, *, redact: bool = False, name: str | N
         redact_members(members)
     size = write_archive(str(out_path), members)
     return RecordingSummary(
-        str(out_path), name, len(fs.files), len(fs.links), len(nvml.tape["calls"]),
-        len(runner.tape["commands"]), len(fs.unreadable), size, redact,
+        str(out_path),
+        name,
+        len(fs.files),
+        len(fs.links),
+        len(nvml.tape["calls"]),
+        len(runner.tape["commands"]),
+        len(fs.unreadable),
+        size,
+        redact,
     )
 
 
@@ -78,7 +87,10 @@ def _meta(fs: RecordingFs, name: str, redact: bool) -> dict:
         for path, (reason, detail) in sorted(fs.unreadable.items())
     ]
     return {
-        "format": FORMAT, "topodoc_version": __version__, "name": name, "redacted": redact,
+        "format": FORMAT,
+        "topodoc_version": __version__,
+        "name": name,
+        "redacted": redact,
         "recorded_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         "unreadable": unreadable,
     }

@@ -22,15 +22,18 @@ from topodoc.probe.archive import Members
 
 HEX = "[0-9A-Fa-f]"
 EDGE_L, EDGE_R = r"(?<![0-9A-Fa-f:.])", r"(?![0-9A-Fa-f:-])"
+OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
 PATTERN = re.compile(
-    EDGE_L + "(?:"
+    EDGE_L
+    + "(?:"
     + rf"(?P<gid>{HEX}{{4}}(?::{HEX}{{4}}){{7}})"
     + rf"|(?P<mac20>{HEX}{{2}}(?::{HEX}{{2}}){{19}})"
     + rf"|(?P<uuid>{HEX}{{8}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{12}})"
     + rf"|(?P<guid>{HEX}{{4}}(?::{HEX}{{4}}){{3}})"
     + rf"|(?P<mac>{HEX}{{2}}(?::{HEX}{{2}}){{5}})"
-    + r"|(?P<ipv4>(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})"
-    + ")" + EDGE_R
+    + ")"
+    + EDGE_R
+    + rf"|(?<![\d.])(?P<ipv4>{OCTET}(?:\.{OCTET}){{3}})(?![\d.])"
 )
 KEEP_IPV4 = re.compile(r"^(?:0\.0\.0\.0|127\.\d+\.\d+\.\d+)$")
 HOSTNAME_FILES = ("fs/proc/sys/kernel/hostname", "fs/etc/hostname")
@@ -121,6 +124,7 @@ def _serials(members: Members) -> set[str]:
     except ValueError:
         return set()
     return {
-        str(call["value"]).strip() for call in tape.get("calls", [])
+        str(call["value"]).strip()
+        for call in tape.get("calls", [])
         if call.get("fn") == "nvmlDeviceGetSerial" and call.get("value")
     }

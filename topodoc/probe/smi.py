@@ -17,8 +17,12 @@ WHAT = "nvidia-smi topo -m"
 def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
     result = runner.run(list(ARGV), TIMEOUT_S)
     if result.missing:
-        reason = GapReason.NOT_RECORDED if result.stderr == "not recorded" else GapReason.MISSING
-        gaps.append(Gap(WHAT, reason, "command", "nvidia-smi is not installed"))
+        if result.stderr == "not recorded":
+            gaps.append(
+                Gap(WHAT, GapReason.NOT_RECORDED, "command", "the recording holds no nvidia-smi output")
+            )
+        else:
+            gaps.append(Gap(WHAT, GapReason.MISSING, "command", "nvidia-smi is not installed"))
         return None
     if result.timed_out:
         gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"no answer within {TIMEOUT_S:g} s (killed)"))

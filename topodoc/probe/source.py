@@ -25,7 +25,7 @@ def resolve_source(spec: str | None) -> tuple[Host, str]:
     if spec is None or spec == "live":
         return Host.live(), "live"
     if spec.startswith(EXAMPLE):
-        return _open(_example(spec[len(EXAMPLE):]), spec)
+        return _open(_example(spec[len(EXAMPLE) :]), spec)
     if not os.path.exists(spec):
         raise SourceError(f"no such recording: {spec}")
     if os.path.isdir(spec) or not spec.endswith((".tar.gz", ".tgz")):

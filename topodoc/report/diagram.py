@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 
-from topodoc.topology.types import Graph, Node
+from topodoc.topology.types import NVSWITCH, Edge, Graph, Node
 
 FILL = {"gpu": "#b7e1a1", "nic": "#a9cce3", "switch": "#f9e79f", "root_port": "#e5e7e9",
         "host_bridge": "#d5d8dc", "numa": "#f5cba7", "nvswitch": "#d2b4de", "bridge": "#e5e7e9"}
@@ -33,9 +33,11 @@ def _dot_node(node: Node, indent: str) -> str:
     return f'{indent}"{_dot_text(node.id)}" [{attrs}];'
 
 
-def _dot_edge(edge) -> str:
+def _dot_edge(edge: Edge) -> str:
     style = {"nvlink": 'color="#1e8449", penwidth=2.5, fontcolor="#1e8449"',
              "smp": "style=dashed, penwidth=2", "internal": "style=dotted, arrowhead=none"}.get(edge.kind, "")
+    if edge.kind == "nvlink" and NVSWITCH not in (edge.a, edge.b):
+        style += ", constraint=false"  # keep bonded GPUs side by side
     if edge.degraded:
         style = 'color="#c0392b", fontcolor="#c0392b", penwidth=2'
     label = f'label="{_dot_text(edge.label)}"' if edge.label else ""

@@ -10,23 +10,45 @@ from collections import Counter
 from topodoc.model import Gpu, Nic, NvLink, PciDevice, Snapshot
 
 NVIDIA = 0x10DE
-CLASS_NAMES = {0x0300: "VGA", 0x0302: "3D controller", 0x0604: "PCI bridge", 0x0200: "Ethernet",
-               0x0207: "InfiniBand", 0x0680: "bridge (other)", 0x0600: "host bridge", 0x0108: "NVMe"}
+CLASS_NAMES = {
+    0x0300: "VGA",
+    0x0302: "3D controller",
+    0x0604: "PCI bridge",
+    0x0200: "Ethernet",
+    0x0207: "InfiniBand",
+    0x0680: "bridge (other)",
+    0x0600: "host bridge",
+    0x0108: "NVMe",
+}
 
 
 def render_probe(snap: Snapshot) -> str:
-    sections = [_header(snap), _gpus(snap), _pairs(snap), _numa(snap), _pci(snap), _nics(snap),
-                _kernel(snap), _gaps(snap)]
+    sections = [
+        _header(snap),
+        _gpus(snap),
+        _pairs(snap),
+        _numa(snap),
+        _pci(snap),
+        _nics(snap),
+        _kernel(snap),
+        _gaps(snap),
+    ]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
 
 
 def _header(snap: Snapshot) -> list[str]:
     h = snap.host
-    cpu = ", ".join(filter(None, [
-        h.cpu_model, f"{h.sockets} socket(s)" if h.sockets else None,
-        f"{h.logical_cpus} logical CPUs" if h.logical_cpus else None,
-        "virtual machine" if h.virtualized else None,
-    ]))
+    cpu = ", ".join(
+        filter(
+            None,
+            [
+                h.cpu_model,
+                f"{h.sockets} socket(s)" if h.sockets else None,
+                f"{h.logical_cpus} logical CPUs" if h.logical_cpus else None,
+                "virtual machine" if h.virtualized else None,
+            ],
+        )
+    )
     return [
         f"Machine {h.hostname or '?'}  (source: {snap.source}, {snap.recorded_at or 'time unknown'})",
         f"  OS {h.os_name or '?'}, kernel {h.kernel or '?'}",
@@ -40,11 +62,21 @@ def _gpus(snap: Snapshot) -> list[str]:
         on_bus = [p for p in snap.pci.values() if p.vendor_id == NVIDIA and (p.class_code or 0) >> 16 == 0x03]
         lines = ["GPUs: no NVIDIA GPU/driver found (NVML could not start; see 'Could not read')."]
         if on_bus:
-            lines.append(f"  but {len(on_bus)} NVIDIA display function(s) are on the PCI bus: "
-                         + ", ".join(p.address for p in on_bus) + " -- is the driver loaded?")
+            lines.append(
+                f"  but {len(on_bus)} NVIDIA display function(s) are on the PCI bus: "
+                + ", ".join(p.address for p in on_bus)
+                + " -- is the driver loaded?"
+            )
         return lines
-    cuda = f"{d.cuda_driver_version // 1000}.{d.cuda_driver_version % 1000 // 10}" if d.cuda_driver_version else "?"
-    lines = [f"GPUs: {len(snap.gpus)} (driver {d.driver_version or '?'}, CUDA {cuda}, NVML {d.nvml_version or '?'})"]
+    cuda = (
+        f"{d.cuda_driver_version // 1000}.{d.cuda_driver_version % 1000 // 10}"
+        if d.cuda_driver_version
+        else "?"
+    )
+    lines = [
+        f"GPUs: {len(snap.gpus)} (driver {d.driver_version or '?'}, CUDA {cuda}, "
+        f"NVML {d.nvml_version or '?'})"
+    ]
     for gpu in snap.gpus:
         lines.extend(_gpu_lines(snap, gpu))
     return lines
@@ -53,10 +85,14 @@ def _gpus(snap: Snapshot) -> list[str]:
 def _gpu_lines(snap: Snapshot, gpu: Gpu) -> list[str]:
     if gpu.lost:
         return [f"  GPU{gpu.index}: LOST (NVML says the GPU fell off the bus)"]
-    link = f"PCIe Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'} (max Gen{gpu.pcie_max_gen or '?'} " \
-           f"x{gpu.pcie_max_width or '?'})"
-    lines = [f"  GPU{gpu.index}: {gpu.name or '?'} at {gpu.pci_address or '?'}, {link}, "
-             f"NUMA {_or_q(gpu.numa_node)}, CPUs {gpu.cpu_affinity or '?'}"]
+    link = (
+        f"PCIe Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'} (max Gen{gpu.pcie_max_gen or '?'} "
+        f"x{gpu.pcie_max_width or '?'})"
+    )
+    lines = [
+        f"  GPU{gpu.index}: {gpu.name or '?'} at {gpu.pci_address or '?'}, {link}, "
+        f"NUMA {_or_q(gpu.numa_node)}, CPUs {gpu.cpu_affinity or '?'}"
+    ]
     extras = [f"NVLink {_nvlink_summary(gpu.nvlinks)}" if gpu.nvlinks else "no NVLink"]
     if gpu.mig_mode is not None:
         extras.append(f"MIG {'on' if gpu.mig_mode else 'off'}")
@@ -86,8 +122,10 @@ def pci_path(snap: Snapshot, address: str) -> str:
         current = snap.pci.get(current.parent) if current.parent else None
     if not chain:
         return f"{address} (not in the PCI tree)"
-    steps = [f"{d.address} {d.port_type}" if d.port_type and d.port_type != "endpoint" else d.address
-             for d in reversed(chain)]
+    steps = [
+        f"{d.address} {d.port_type}" if d.port_type and d.port_type != "endpoint" else d.address
+        for d in reversed(chain)
+    ]
     return " > ".join([chain[-1].host_bridge or "?"] + steps)
 
 
@@ -96,8 +134,10 @@ def _pairs(snap: Snapshot) -> list[str]:
         return []
     lines = ["GPU pairs (NVML common ancestor / P2P read):"]
     for pair in snap.gpu_pairs:
-        lines.append(f"  GPU{pair.a}-GPU{pair.b}: {pair.common_ancestor or '?'}, P2P read {pair.p2p_read or '?'}, "
-                     f"NVLink P2P {pair.p2p_nvlink or '?'}")
+        lines.append(
+            f"  GPU{pair.a}-GPU{pair.b}: {pair.common_ancestor or '?'}, P2P read {pair.p2p_read or '?'}, "
+            f"NVLink P2P {pair.p2p_nvlink or '?'}"
+        )
     return lines
 
 
@@ -105,8 +145,10 @@ def _numa(snap: Snapshot) -> list[str]:
     lines = [f"NUMA: {len(snap.numa)} node(s); this process may run on CPUs {snap.process_cpuset or '?'}"]
     for node in snap.numa:
         memory = f"{node.memory_total_kb / 1048576:.1f} GiB" if node.memory_total_kb else "? GiB"
-        lines.append(f"  node{node.node}: CPUs {node.cpulist or '?'}, {memory}, distances "
-                     f"{' '.join(map(str, node.distances)) or '?'}")
+        lines.append(
+            f"  node{node.node}: CPUs {node.cpulist or '?'}, {memory}, distances "
+            f"{' '.join(map(str, node.distances)) or '?'}"
+        )
     return lines
 
 
@@ -114,21 +156,32 @@ def _pci(snap: Snapshot) -> list[str]:
     devices = list(snap.pci.values())
     bridges = [d for d in devices if (d.class_code or 0) >> 8 == 0x0604]
     roots = sorted({d.host_bridge for d in devices if d.host_bridge})
-    lines = [f"PCIe: {len(devices)} functions, {len(bridges)} bridges/ports, host bridges {', '.join(roots) or '?'}"]
+    lines = [
+        f"PCIe: {len(devices)} functions, {len(bridges)} bridges/ports, "
+        f"host bridges {', '.join(roots) or '?'}"
+    ]
     for device in sorted(devices, key=lambda d: d.address):
         lines.append("  " + _pci_line(device))
     return lines
 
 
 def _pci_line(d: PciDevice) -> str:
-    kind = CLASS_NAMES.get((d.class_code or 0) >> 8, f"class {d.class_code:06x}" if d.class_code is not None else "?")
-    ids = f"{d.vendor_id:04x}:{d.device_id:04x}" if d.vendor_id is not None and d.device_id is not None else "?"
+    kind = CLASS_NAMES.get(
+        (d.class_code or 0) >> 8, f"class {d.class_code:06x}" if d.class_code is not None else "?"
+    )
+    ids = (
+        f"{d.vendor_id:04x}:{d.device_id:04x}" if d.vendor_id is not None and d.device_id is not None else "?"
+    )
     link = ""
     if d.link.width is not None:
-        link = f", {d.link.speed_gts or '?'} GT/s x{d.link.width} (max {d.link.max_speed_gts or '?'} x" \
-               f"{d.link.max_width or '?'})"
-    return (f"{d.address} {kind} [{ids}] {d.port_type or ''} driver={d.driver or '-'} "
-            f"numa={_or_q(d.numa_node)}{link}").replace("  ", " ")
+        link = (
+            f", {d.link.speed_gts or '?'} GT/s x{d.link.width} (max {d.link.max_speed_gts or '?'} x"
+            f"{d.link.max_width or '?'})"
+        )
+    return (
+        f"{d.address} {kind} [{ids}] {d.port_type or ''} driver={d.driver or '-'} "
+        f"numa={_or_q(d.numa_node)}{link}"
+    ).replace("  ", " ")
 
 
 def _nics(snap: Snapshot) -> list[str]:
@@ -141,13 +194,16 @@ def _nics(snap: Snapshot) -> list[str]:
 
 
 def _nic_line(nic: Nic) -> str:
-    ports = "; ".join(
-        f"port {p.port} {p.state or '?'} {p.rate_text or ''} {p.link_layer or ''} ({len(p.gids)} GIDs)".replace("  ", " ")
-        for p in nic.ports
-    )
+    ports = "; ".join(_port_text(p) for p in nic.ports)
     netdevs = f" netdevs {','.join(nic.netdevs)}" if nic.netdevs else ""
-    return f"{nic.name} [{nic.kind}] at {nic.pci_address or '?'} driver={nic.driver or '-'}{netdevs}" + \
-        (f": {ports}" if ports else "")
+    return f"{nic.name} [{nic.kind}] at {nic.pci_address or '?'} driver={nic.driver or '-'}{netdevs}" + (
+        f": {ports}" if ports else ""
+    )
+
+
+def _port_text(p) -> str:
+    words = [f"port {p.port}", p.state or "?", p.rate_text, p.link_layer, f"({len(p.gids)} GIDs)"]
+    return " ".join(w for w in words if w)
 
 
 def _kernel(snap: Snapshot) -> list[str]:

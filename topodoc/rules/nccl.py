@@ -9,20 +9,6 @@ from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
 
 RDMA_TRANSPORTS = ("IB", "RoCE", "EFA", "gIB", "IBext", "Slingshot")
 RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_", "FI_")
-# What an env setting switches off, when the analyzer did not say (REFERENCE.md §2).
-DISABLING = {
-    ("NCCL_P2P_DISABLE", "1"): "P2P transport (NVLink/PCIe peer copies)",
-    ("NCCL_IB_DISABLE", "1"): "InfiniBand/RoCE verbs (falls back to Socket)",
-    ("NCCL_SHM_DISABLE", "1"): "shared-memory transport",
-    ("NCCL_NVLS_ENABLE", "0"): "NVLink SHARP (NVLS)",
-    ("NCCL_NET_GDR_LEVEL", "LOC"): "GPUDirect RDMA",
-    ("NCCL_NET_GDR_LEVEL", "0"): "GPUDirect RDMA",
-    ("NCCL_P2P_LEVEL", "LOC"): "P2P transport",
-    ("NCCL_P2P_LEVEL", "0"): "P2P transport",
-    ("NCCL_NET", "Socket"): "every network plugin but TCP sockets",
-    ("NCCL_COLLNET_ENABLE", "0"): "SHARP CollNet",
-    ("NCCL_DMABUF_ENABLE", "0"): "DMA-BUF registration (GDR then needs peermem)",
-}
 
 
 def log_evidence(err: LogError) -> Evidence:
@@ -51,9 +37,11 @@ def _error_hits(facts: Facts, categories: Iterable[str], severity: Severity | No
 
 
 def _rdma_signals(logs: LogAnalysis) -> list[Evidence]:
-    """Lines showing RDMA was wanted: HCAs or OFI NICs listed, a plugin named or failing, RDMA env."""
+    """Lines showing RDMA was wanted: HCAs or OFI NICs listed, a plugin failing, RDMA settings.
+
+    ``NET/IB : No device found.`` alone is no such sign: every NCCL prints it on an Ethernet-only host."""
     signals = [d.evidence for d in logs.devices if d.role in ("hca", "ofi") and d.evidence]
-    signals += [log_evidence(e) for e in logs.errors if e.category in ("plugin_error", "no_net_device")]
+    signals += [log_evidence(e) for e in logs.errors if e.category == "plugin_error"]
     signals += [s.evidence for s in logs.env if s.name.startswith(RDMA_ENV_PREFIXES)]
     return signals
 
@@ -205,7 +193,7 @@ def nccl_version_mismatch(facts: Facts) -> Iterator[Hit]:
 def nccl_env_disables_feature(facts: Facts) -> Iterator[Hit]:
     seen: set[str] = set()
     for setting in _logs(facts).env:
-        what = setting.disables or DISABLING.get((setting.name, setting.value.strip().rstrip(".")))
+        what = setting.disables
         if what and setting.name not in seen:
             seen.add(setting.name)
             yield Hit(

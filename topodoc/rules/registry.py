@@ -5,6 +5,8 @@ A new rule module appends its ``RULES`` tuple here; nothing is discovered by sca
 
 from __future__ import annotations
 
+import difflib
+
 from topodoc.rules import gpudirect, joined, nccl, nics, numa, nvlink, pcie
 from topodoc.rules.engine import Rule
 
@@ -27,6 +29,6 @@ def get(rule_id: str) -> Rule:
     for item in RULES:
         if item.id == rule_id:
             return item
-    close = [r.id for r in RULES if rule_id in r.id or r.id in rule_id]
+    close = difflib.get_close_matches(rule_id, [r.id for r in RULES], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close[:3])}?" if close else "; `topodoc rules` lists them"
     raise UnknownRule(f"no rule named {rule_id!r}{hint}")

@@ -24,7 +24,7 @@ class GpuLinks:
     peers: dict[int, int] = field(default_factory=dict)  # peer GPU index -> active links
     switch_links: int = 0
     switches: tuple[str, ...] = ()  # NVSwitch PCI addresses seen on the far ends
-    down: int = 0
+    down: int = 0  # wired links that are not active
     version: int | None = None
     compute_capability: str | None = None
 
@@ -51,10 +51,10 @@ def gpu_links(snapshot: model.Snapshot) -> dict[int, GpuLinks]:
     for gpu in snapshot.gpus:
         peers: Counter[int] = Counter()
         switches: list[str] = []
-        down, versions = 0, Counter()
+        versions: Counter[int | None] = Counter()
+        inactive = [link for link in gpu.nvlinks if link.active is False]
         for link in gpu.nvlinks:
             if not link.active:
-                down += link.active is False
                 continue
             versions[link.version] += 1
             end = _far_end(link, gpu_at, snapshot.pci)
@@ -64,6 +64,9 @@ def gpu_links(snapshot: model.Snapshot) -> dict[int, GpuLinks]:
             elif end == "switch":
                 switches.append(address or "nvswitch")
         version = versions.most_common(1)[0][0] if versions else None
+        # An inactive link counts as down when it is wired (NVML still names its far end) or when the
+        # GPU sits on NVSwitch, where every link is wired; elsewhere it is a port with no bridge.
+        down = sum(1 for link in inactive if link.remote_pci_address or switches)
         out[gpu.index] = GpuLinks(gpu.index, dict(peers), len(switches), tuple(sorted(set(switches))),
                                   down, version, gpu.compute_capability)
     return out

@@ -54,8 +54,10 @@ def _nvlink_kind(gpus: tuple[GpuEnd, ...], pairs: tuple[Connection, ...],
 def _pcie_kind(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...]) -> tuple[str, str]:
     pci = snapshot.pci
     placed = [g for g in gpus if g.pci_address in pci]
+    if not gpus:
+        return "none", "no NVIDIA GPU found"
     if not placed:
-        return "none", "PCIe tree not recorded"
+        return "none", "GPUs' PCIe placement not recorded"
     kinds = Counter(_placement(pci, g.pci_address) for g in placed)
     if set(kinds) == {"root-bus"} and all(g.numa_node is None or g.numa_node < 0 for g in placed):
         bridges = {pcitree.host_bridge(pci, g.pci_address) for g in placed}

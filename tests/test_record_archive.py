@@ -1,0 +1,116 @@
+"""Hostile archives are refused with one clear error; the CLI turns that into exit 2 and one line."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from topodoc.probe.archive import ArchiveError, check_member, extract_archive
+from topodoc.probe.record import open_recording, safe_target
+from topodoc.probe.source import SourceError, load_snapshot
+
+
+def archive(path, members):
+    """members: (name, kind, payload) with kind "file" (bytes), "dir", "sym"/"lnk" (target), "chr"."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+                continue
+            info.type = {
+                "dir": tarfile.DIRTYPE,
+                "sym": tarfile.SYMTYPE,
+                "lnk": tarfile.LNKTYPE,
+                "chr": tarfile.CHRTYPE,
+            }[kind]
+            if kind in ("sym", "lnk"):
+                info.linkname = payload
+            tar.addfile(info)
+    return path
+
+
+META = ("meta.json", "file", b'{"format": 1, "unreadable": []}')
+
+
+@pytest.mark.parametrize(
+    "members, words",
+    [
+        ([("../../etc/evil", "file", b"x")], "'..'"),
+        ([("fs/../../evil", "file", b"x")], "'..'"),
+        ([("/etc/evil", "file", b"x")], "absolute path"),
+        ([("fs/sys/up", "sym", "../../../outside")], "leaving the archive"),
+        ([("fs/sys/abs", "sym", "/etc/passwd")], "absolute target"),
+        ([("fs/dev/null", "chr", None)], "device"),
+        ([("fs/hard", "lnk", "meta.json")], "hard link"),
+    ],
+)
+def test_hostile_members_are_refused(tmp_path, members, words):
+    path = archive(tmp_path / "bad.tar.gz", [META, *members])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(ArchiveError, match=words):
+        extract_archive(str(path), str(dest))
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "outside").exists()
+
+
+def test_link_chain_escape_is_refused(tmp_path):
+    # each link stays inside on paper ("fs/l1/.." is "fs"), but l1 is itself a link to the top, so
+    # l2 really points at the extraction directory's parent
+    path = archive(tmp_path / "chain.tar.gz", [META, ("fs/l1", "sym", ".."), ("fs/l2", "sym", "l1/..")])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(ArchiveError, match="leaves the archive"):
+        extract_archive(str(path), str(dest))
+
+
+def test_write_through_a_symlinked_directory_is_refused(tmp_path):
+    (tmp_path / "victim").mkdir()
+    path = archive(tmp_path / "through.tar.gz", [META, ("fs/d", "sym", "."), ("fs/d/x", "file", b"ok")])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    extract_archive(str(path), str(dest))  # "." stays inside: allowed, and lands inside
+    assert (dest / "fs" / "x").read_bytes() == b"ok"
+
+
+def test_oversized_member_is_refused():
+    info = tarfile.TarInfo("fs/huge")
+    info.size = 10**12
+    with pytest.raises(ArchiveError, match="oversized"):
+        check_member(info)
+
+
+def test_not_an_archive(tmp_path):
+    bogus = tmp_path / "x.tar.gz"
+    bogus.write_bytes(b"this is not gzip")
+    with pytest.raises(SourceError, match="not a readable recording"):
+        load_snapshot(str(bogus))
+
+
+def test_archive_without_meta_is_not_a_recording(tmp_path):
+    path = archive(tmp_path / "nometa.tar.gz", [("fs/proc/cmdline", "file", b"quiet\n")])
+    with pytest.raises(ArchiveError, match="no meta.json"):
+        open_recording(path)
+
+
+def test_absolute_and_escaping_link_targets_are_made_relative_when_recording():
+    assert (
+        safe_target("/sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:00:01.0")
+        == "../../../devices/pci0000:00/0000:00:01.0"
+    )
+    assert safe_target("/etc/os-release", "/usr/lib/os-release") == "../usr/lib/os-release"
+    assert safe_target("/sys/x", "../../../../y") == "../y"
+
+
+def test_cli_refuses_a_hostile_archive_with_one_line(tmp_path):
+    path = archive(tmp_path / "evil.tar.gz", [META, ("../escape", "file", b"x")])
+    out = subprocess.run(
+        [sys.executable, "-m", "topodoc", "probe", "--from", str(path)], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "'..'" in out.stderr

@@ -1,0 +1,110 @@
+"""``--redact``: no hostname, IP, MAC, serial, UUID or GID survives anywhere in the archive, and the
+redacted recording still replays into a consistent snapshot."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+
+from conftest import SECRETS, gpu_box, load_tape, make_tree
+from hypothesis import given
+from hypothesis import strategies as st
+
+from topodoc.probe.collect import collect
+from topodoc.probe.host import CommandResult, Host, RootFs, TapeNvml
+from topodoc.probe.record import open_recording, write_recording
+from topodoc.probe.redact import Redactor
+
+
+class SmiRunner:
+    def run(self, argv, timeout):
+        return CommandResult(argv, f"GPU0\t X \t0-3\t0\t\tN/A\nhost {SECRETS['hostname']}\n", "", 0)
+
+
+def archive_bytes(path) -> list[bytes]:
+    """Every member's name, link target and content."""
+    blobs = []
+    with tarfile.open(path) as tar:
+        for member in tar.getmembers():
+            blobs += [member.name.encode(), member.linkname.encode()]
+            if member.isfile():
+                blobs.append(tar.extractfile(member).read())
+    return blobs
+
+
+def spellings(tape) -> dict[str, list[str]]:
+    serials = [c["value"] for c in tape["calls"] if c["fn"] == "nvmlDeviceGetSerial"]
+    uuids = [c["value"] for c in tape["calls"] if c["fn"] == "nvmlDeviceGetUUID"]
+    s = SECRETS
+    return {
+        "hostname": [s["hostname"]],
+        "ipv4": [s["ipv4"], "0a2a:0713"],
+        "mac": [s["mac"], s["mac"].replace(":", "")],
+        "serial": [s["serial"], *serials],
+        "uuid": [s["uuid"], s["boot_id"], *uuids, *(u[4:] for u in uuids)],
+        "gid": [s["gid"], "bace:f6ff:fe1a:2b3c"],
+        "guid": [s["guid"], "f6:03:00:1a:2b:3c"],
+    }
+
+
+def record_box(tmp_path, redact: bool):
+    files, links = gpu_box()
+    root = make_tree(tmp_path / "root", files, links)
+    tape = load_tape("healthy-8xh100")
+    for call in tape["calls"]:  # GPU 0 carries the planted serial and UUID
+        if call["args"] == [0] and call["fn"] in ("nvmlDeviceGetSerial", "nvmlDeviceGetUUID"):
+            call["value"] = SECRETS["serial" if call["fn"].endswith("Serial") else "uuid"]
+    out = tmp_path / "box.tar.gz"
+    write_recording(Host(RootFs(root), TapeNvml(tape), SmiRunner()), out, redact=redact)
+    return out, tape
+
+
+def test_unredacted_recording_does_hold_the_secrets(tmp_path):
+    out, tape = record_box(tmp_path, redact=False)
+    blob = b"\n".join(archive_bytes(out)).lower()
+    for kind, values in spellings(tape).items():
+        assert values[0].lower().encode() in blob, kind
+
+
+def test_no_secret_survives_redaction(tmp_path):
+    out, tape = record_box(tmp_path, redact=True)
+    blob = b"\n".join(archive_bytes(out)).lower()
+    for kind, values in spellings(tape).items():
+        for value in values:
+            assert value.lower().encode() not in blob, f"{kind} {value} survived"
+
+
+def test_redacted_recording_replays_consistently(tmp_path):
+    out, _tape = record_box(tmp_path, redact=True)
+    snap = collect(open_recording(out))
+    assert snap.host.hostname == "redacted-host"
+    gids = snap.nics[0].ports[0].gids
+    assert [g.index for g in gids] == [0, 2] and gids[0].gid.startswith("fe80:0000:0000:0000:")
+    ip = re.search(r"ip=([\d.]+)", snap.kernel.cmdline).group(1)
+    packed = "".join(f"{int(p):02x}" for p in ip.split("."))
+    assert gids[1].gid.endswith(f"ffff:{packed[:4]}:{packed[4:]}")  # the RoCE v2 GID follows its IP
+    assert len({g.uuid for g in snap.gpus}) == 8 and all(g.uuid.startswith("GPU-") for g in snap.gpus)
+    assert len(snap.gpus[0].nvlinks) == 18 and snap.pci["0000:1a:00.0"].parent == "0000:17:00.0"
+
+
+def test_live_machine_redaction(tmp_path):
+    live = collect(Host.live())
+    out = tmp_path / "live.tar.gz"
+    write_recording(Host.live(), out, redact=True)
+    blob = b"\n".join(archive_bytes(out)).lower()
+    secrets = [live.host.boot_id] + [i.mac for i in live.net if i.mac and i.mac.strip("0:")]
+    for value in filter(None, secrets):
+        assert value.lower().encode() not in blob
+    replayed = collect(open_recording(out))
+    assert replayed.host.hostname == "redacted-host"
+    assert len(replayed.pci) == len(live.pci) and [i.name for i in replayed.net] == [i.name for i in live.net]
+
+
+@given(st.lists(st.integers(0, 255), min_size=6, max_size=6))
+def test_redaction_is_consistent_and_keeps_the_shape(octets):
+    mac = ":".join(f"{b:02x}" for b in octets)
+    redactor = Redactor(set(), set())
+    once = redactor.text(f"a {mac} b {mac.upper()}")
+    first, second = once.split()[1], once.split()[3]
+    assert first == second and re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", first)
+    assert first == mac or mac.strip("0:") != "" and first != mac

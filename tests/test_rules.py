@@ -1,0 +1,173 @@
+"""The rule engine, the registry, the rule docs, and every rule on its firing and clean fixture.
+
+A rule case is ``fixtures/rules/<rule-id>/{fire,clean}.{json,log}``: a snapshot (sparse model JSON),
+an NCCL log, or both; a rule that needs a snapshot and has only a log case reads ``base.json``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from topodoc import codec, model
+from topodoc.parsers.nccl_log import analyze
+from topodoc.rules import registry
+from topodoc.rules.engine import (
+    DOC_HEADINGS,
+    Evidence,
+    Facts,
+    Hit,
+    MissingFacts,
+    Severity,
+    at_or_above,
+    evaluate,
+    rule,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "fixtures" / "rules"
+RULE_IDS = [r.id for r in registry.RULES]
+
+
+def load_case(rule_id: str, case: str) -> Facts:
+    folder = CASES / rule_id
+    item = registry.get(rule_id)
+    snap_file = folder / f"{case}.json"
+    if not snap_file.exists() and "snapshot" in item.needs:
+        snap_file = CASES / "base.json"
+    snapshot = codec.load(snap_file.read_text()) if snap_file.exists() else None
+    log_file = folder / f"{case}.log"
+    logs = analyze([str(log_file)]) if log_file.exists() else None
+    return Facts(snapshot=snapshot, logs=logs)
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_rule_fires_on_its_fire_case(rule_id):
+    report = evaluate(load_case(rule_id, "fire"), [registry.get(rule_id)])
+    assert not report.errors and not report.skipped
+    assert report.findings, f"{rule_id} did not fire on its fire case"
+    for finding in report.findings:
+        assert finding.rule == rule_id and finding.message and finding.subject
+        assert finding.evidence, f"{rule_id} finding without evidence"
+        assert finding.fix
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_rule_is_quiet_on_its_clean_case(rule_id):
+    report = evaluate(load_case(rule_id, "clean"), [registry.get(rule_id)])
+    assert not report.errors and not report.skipped
+    assert [f.message for f in report.findings] == []
+
+
+def test_every_rule_has_cases_and_every_case_dir_a_rule():
+    dirs = {p.name for p in CASES.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    assert dirs == set(RULE_IDS)
+    for rule_id in RULE_IDS:
+        names = {p.stem for p in (CASES / rule_id).iterdir()}
+        assert {"fire", "clean"} <= names, rule_id
+
+
+def test_healthy_base_machine_has_no_hardware_finding():
+    snapshot = codec.load((CASES / "base.json").read_text())
+    assert evaluate(Facts(snapshot=snapshot), registry.RULES).findings == ()
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_every_rule_has_a_doc_with_the_fixed_headings(rule_id):
+    item = registry.get(rule_id)
+    text = item.doc_path.read_text(encoding="utf-8")
+    assert text.startswith(f"# {rule_id}: ")
+    positions = [text.find(h) for h in DOC_HEADINGS]
+    assert all(p > 0 for p in positions) and positions == sorted(positions), rule_id
+    sections = re.split(r"^## .*$", text, flags=re.M)[1:]
+    assert all(len(s.strip()) > 40 for s in sections), f"{rule_id} has an empty section"
+
+
+def test_ids_are_unique_stable_kebab_case_and_rules_complete():
+    assert len(RULE_IDS) == len(set(RULE_IDS))
+    for item in registry.RULES:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", item.id), item.id
+        assert item.title and item.fix and item.tags and item.needs
+    docs = {p.stem for p in (ROOT / "topodoc" / "rules" / "docs").glob("*.md")}
+    assert docs == set(RULE_IDS)
+
+
+def test_rules_never_import_the_probe():
+    for path in (ROOT / "topodoc" / "rules").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            assert not any(n.startswith("topodoc.probe") for n in names), f"{path.name} imports {names}"
+
+
+def test_unknown_rule_id_suggests_close_ones():
+    with pytest.raises(registry.UnknownRule, match="nvlink-link-down"):
+        registry.get("nvlink-down")
+
+
+# --- the engine itself -------------------------------------------------------------------------------
+
+
+@rule(id="test-boom", title="t", severity="error", tags=("t",), needs=("snapshot",), fix="f")
+def _boom(facts):
+    raise KeyError("gpu 9")
+
+
+@rule(id="test-gap", title="t", severity="error", tags=("t",), needs=("snapshot",), fix="f")
+def _gap(facts):
+    raise MissingFacts("ACS not readable")
+
+
+@rule(id="test-two", title="t", severity="info", tags=("t",), needs=("snapshot",), fix="default fix")
+def _two(facts):
+    yield Hit("GPU0", "minor", (Evidence("nvml", "x", "1"),), confidence=0.5)
+    yield Hit("GPU1", "major", (Evidence("nvml", "x", "2"),), severity=Severity.CRITICAL, fix="own fix")
+
+
+@rule(id="test-logs", title="t", severity="warning", tags=("t",), needs=("logs",), fix="f")
+def _needs_logs(facts):
+    yield Hit("job", "never", ())
+
+
+def test_engine_isolates_crashes_skips_and_sorts_worst_first():
+    report = evaluate(Facts(snapshot=model.Snapshot()), [_boom, _gap, _two, _needs_logs])
+    assert [(e.rule, e.error) for e in report.errors] == [("test-boom", "KeyError: 'gpu 9'")]
+    assert {s.rule: s.reason for s in report.skipped} == {
+        "test-gap": "ACS not readable",
+        "test-logs": "needs an NCCL log (--log FILE)",
+    }
+    assert [(f.subject, f.severity, f.fix) for f in report.findings] == [
+        ("GPU1", Severity.CRITICAL, "own fix"),
+        ("GPU0", Severity.INFO, "default fix"),
+    ]
+    assert report.rules_run == 4
+    assert [f.subject for f in at_or_above(report, Severity.ERROR)] == ["GPU1"]
+
+
+def test_rule_declaration_rejects_unknown_needs():
+    with pytest.raises(ValueError, match="unknown needs"):
+        rule(id="x-y", title="t", severity="info", tags=(), needs=("gpus",), fix="f")
+
+
+def test_finding_json_has_the_documented_keys():
+    report = evaluate(load_case("pcie-width-reduced", "fire"), [registry.get("pcie-width-reduced")])
+    data = codec.to_data(report)
+    assert set(data) >= {"findings", "skipped", "errors"}
+    assert set(data["findings"][0]) >= {
+        "rule",
+        "severity",
+        "confidence",
+        "subject",
+        "message",
+        "evidence",
+        "fix",
+    }
+    assert data["findings"][0]["severity"] == "error"
+    assert data["findings"][0]["evidence"][0]["where"].endswith("0000:05:00.0/current_link_width")

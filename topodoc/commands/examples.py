@@ -1,0 +1,51 @@
+"""``topodoc examples [--json]``: list the bundled host recordings (``topodoc.examples``) with the
+one-line reason each exists, so anyone can try topodoc without a GPU server via
+``--from example:<name>``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import click
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    why: str | None
+    source: str  # what to pass to --from
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def command(as_json: bool) -> None:
+    """List the bundled recordings of GPU servers; use one with `--from example:<name>`."""
+    from topodoc import examples_index
+
+    examples = [Example(name, why_line(examples_index.example_readme(name)), f"example:{name}")
+                for name in examples_index.list_examples()]
+    if as_json:
+        from topodoc.codec import to_data
+
+        click.echo(json.dumps({"examples": to_data(examples)}, indent=2))
+        return
+    click.echo(render(examples))
+
+
+def why_line(readme: str | None) -> str | None:
+    """The first paragraph line of a README that is not a heading: the example's one-line why."""
+    for line in (readme or "").splitlines():
+        text = line.strip()
+        if text and not text.startswith(("#", "<!--")):
+            return text
+    return None
+
+
+def render(examples: list[Example]) -> str:
+    if not examples:
+        return "No bundled examples are installed."
+    width = max(len(e.name) for e in examples)
+    lines = [f"{e.name:<{width}}  {e.why or '(no README)'}" for e in examples]
+    lines += ["", "Try one: topodoc topo --from example:<name>"]
+    return "\n".join(lines)

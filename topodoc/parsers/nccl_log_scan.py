@@ -1,0 +1,218 @@
+"""The streaming reader behind :func:`topodoc.parsers.nccl_log.analyze`: one input, chunk by chunk.
+
+Speed comes from doing the per-line work in C: each chunk is split on the literal `` NCCL INFO ``, so
+Python sees one piece per INFO record, and the lines between records are searched in bulk for a few
+keywords (``bytes.find``) and looked at individually only where one hits. Of the INFO records, connection lines
+(``Channel ... via ...``, the bulk of a big log) are only counted under a key; ring/tree/graph lines are
+skipped by their first word; the rest go to the grammar with their prefix parsed once per distinct
+prefix (a bounded cache). Memory is bounded by the job's size, never by the log's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import BinaryIO
+
+from topodoc.logmodel import Evidence, InputStats
+from topodoc.parsers import nccl_log_facts as facts
+from topodoc.parsers import nccl_log_prefix as prefix
+from topodoc.parsers.nccl_log_state import LogState
+
+CHUNK_BYTES = 4 << 20
+CACHE_LIMIT = 4096
+_INFO = b" NCCL INFO "
+_NL = b"\n"
+_INTERESTING = re.compile(
+    rb"NCCL|nccl|\] (?:INFO|WARN) |Watchdog|Pid +\d+ on |ProcessGroup|Cuda failure|CUDA error|DistBackendError"
+)
+_KEYWORDS = (
+    b"NCCL", b"nccl", b"] INFO ", b"] WARN ", b"Watchdog", b" Pid ", b"Cuda failure", b"CUDA error",
+    b"DistBackendError",
+)
+_QUIET = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
+_GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
+_CONN_WORDS = (b"Channel", b"Ring")
+_WANTED_START = (
+    b"NCCL", b"cudaDriverVersion", b"Using network", b"Bootstrap", b"NET/", b"Initialized", b"Assigned",
+    b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet", b"comm ",
+    b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity",
+)
+_WANTED_ANYWHERE = re.compile(rb"^\S+:\d+ -> \d|Affinity for GPU|[Tt]imed out|Connection closed")
+_TESTS_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)")
+_APP_ERROR = re.compile(
+    r"Watchdog caught|NCCL error in|DistBackendError|nccl\w*Error:|Cuda failure|CUDA error:|NCCL WARN"
+)
+_INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[\w+\])? ->(?!.* via \S)")
+
+
+class Scanner:
+    """Reads one input into a shared :class:`LogState`; :meth:`run` returns the input's statistics."""
+
+    def __init__(self, state: LogState, name: str) -> None:
+        self.state, self.name = state, name
+        self.lines = self.nccl = self.size = 0
+        self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
+        self.whos: dict[bytes, prefix.Record | None] = {}
+
+    def run(self, stream: BinaryIO) -> InputStats:
+        carry = b""
+        while True:
+            block = stream.read(CHUNK_BYTES)
+            if not block:
+                break
+            self.size += len(block)
+            block = carry + block
+            cut = block.rfind(_NL) + 1
+            carry = block[cut:]
+            if cut:
+                self._block(block[:cut])
+        if carry:
+            self._block(carry + _NL)
+        self._flush_pending()
+        return InputStats(self.name, self.lines, self.nccl, self.size)
+
+    def _block(self, block: bytes) -> None:
+        pieces = block.split(_INFO)
+        self.nccl += len(pieces) - 1
+        self._between(pieces[0], 0, self.lines + 1)
+        counter = _LineCounter(pieces, self.lines)
+        partial = None  # first piece index of a physical line that holds several records
+        for i in range(1, len(pieces)):
+            piece = pieces[i]
+            if (piece.startswith(_QUIET) and piece.count(_NL) == 1 and b" via " not in piece
+                    and piece.count(b"->") != 1):
+                continue  # ring/tree/graph lines: counted, nothing to learn
+            nl = piece.find(_NL)
+            if nl < 0:
+                partial = i if partial is None else partial
+                continue
+            if partial is not None:
+                start, partial = partial, None
+                raw = _tail(pieces[start - 1]) + _INFO + _INFO.join(pieces[start:i]) + _INFO + piece[:nl]
+                self._general(counter.number(start), raw)
+            else:
+                self._piece(counter, i, _tail(pieces[i - 1]), piece[:nl])
+            if piece.count(_NL) > 1:
+                self._between(piece, nl + 1, counter.number(i) + 1)
+        self.lines += block.count(_NL)
+
+    def _piece(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
+        if not msg.startswith(_GRAPH_WORDS):
+            self._info(counter.number(i), tail, msg)
+        elif b" via " in msg:
+            end = tail.rfind(b" ")
+            key = (tail[tail.rfind(b" ", 0, end) + 1 :], msg[msg.find(b" : ") + 3 :].rstrip(b"\r"))
+            entry = self.state.conn_raw.get(key)
+            if entry is None:
+                ev = Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))
+                self.state.conn_raw[key] = [1, ev]
+            else:
+                entry[0] += 1
+        elif msg.startswith(_CONN_WORDS) and msg.count(b"->") == 1:
+            self._general(counter.number(i), tail + _INFO + msg)  # a connection line cut before "via"
+
+    def _info(self, number: int, tail: bytes, msg: bytes) -> None:
+        """An INFO record that is not a graph/connection line: parse it if its shape can prove anything."""
+        if self.pending or not (msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg)):
+            if self.pending:
+                self._general(number, tail + _INFO + msg)
+            return
+        rec = self.whos.get(tail, False)
+        if rec is False:
+            if len(self.whos) >= CACHE_LIMIT:
+                self.whos.clear()
+            rec = self.whos[tail] = prefix.who(_text(tail))
+        if rec is None or b"\x1b" in msg or b" | " in msg:
+            self._general(number, tail + _INFO + msg)
+            return
+        text = _text(tail + _INFO + msg)
+        facts.handle(self.state, rec._replace(msg=_text(msg)), Evidence(self.name, number, text))
+
+    def _between(self, data: bytes, start: int, first_number: int) -> None:
+        end = data.rfind(_NL) + 1
+        if end <= start or not (self.pending or any(data.find(k, start, end) >= 0 for k in _KEYWORDS)):
+            return
+        for number, raw in enumerate(data[start:end].split(_NL)[:-1], first_number):
+            if self.pending or _INTERESTING.search(raw):
+                self._general(number, raw)
+
+    def _general(self, number: int, raw: bytes) -> None:
+        original = _text(raw)
+        text = prefix.clean(original)
+        if self.pending and self._join(text):
+            return
+        self._flush_pending()
+        for part in _records(text):
+            self._one(number, part, original)
+
+    def _one(self, number: int, text: str, original: str) -> None:
+        rec = prefix.split(text)
+        if rec is None:
+            self._other(number, text)
+        elif _INCOMPLETE.match(rec.msg):
+            self.pending = (number, text, original)
+        else:
+            if " NCCL INFO " not in text:
+                self.nccl += 1
+            facts.handle(self.state, rec, Evidence(self.name, number, original))
+
+    def _join(self, text: str) -> bool:
+        number, head, original = self.pending
+        if prefix.split(text) is not None:
+            return False
+        self.pending = None
+        joined = head + text if " via " in head + text else head + " " + text
+        rec = prefix.split(joined)
+        if rec is not None:
+            facts.handle(self.state, rec, Evidence(self.name, number, original + "⏎" + text))
+        return True
+
+    def _flush_pending(self) -> None:
+        if self.pending:
+            number, text, original = self.pending
+            self.pending = None
+            rec = prefix.split(text)
+            if rec is not None:
+                facts.handle(self.state, rec, Evidence(self.name, number, original))
+
+    def _other(self, number: int, text: str) -> None:
+        ev = Evidence(self.name, number, text.strip())
+        tests = _TESTS_RANK.search(text)
+        if tests:
+            self.nccl += 1
+            self.state.test_ranks.setdefault(int(tests[1]), (tests[3], int(tests[2]), ev))
+        elif _APP_ERROR.search(text):
+            self.nccl += 1
+            facts.handle(self.state, prefix.Record(None, None, None, "ERROR", text.strip()), ev)
+
+
+class _LineCounter:
+    """1-based line numbers of records in a split block, counted in C and only when a record needs one."""
+
+    def __init__(self, pieces: list[bytes], lines_before: int) -> None:
+        self.pieces, self.done, self.newlines = pieces, 0, lines_before
+
+    def number(self, i: int) -> int:
+        """The line on which record ``i`` (the text after the ``i``-th INFO marker) starts."""
+        if i > self.done:
+            self.newlines += b"".join(self.pieces[self.done : i]).count(_NL)
+            self.done = i
+        return self.newlines + 1
+
+
+def _tail(piece: bytes) -> bytes:
+    return piece[piece.rfind(_NL) + 1 :]
+
+
+def _records(text: str) -> list[str]:
+    """Split a physical line holding several NCCL records (interleaved output) into one per record."""
+    if text.count(" NCCL ") < 2:
+        return [text]
+    starts = [m.start() for m in re.finditer(r"[^\s:\[\]|()]+:\d+:\d+ \[\d+\] ", text)]
+    if len(starts) < 2:
+        return [text]
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").rstrip("\r\n")
