@@ -44,9 +44,15 @@ def load_case(rule_id: str, case: str) -> Facts:
     return Facts(snapshot=snapshot, logs=logs)
 
 
-@pytest.mark.parametrize("rule_id", RULE_IDS)
-def test_rule_fires_on_its_fire_case(rule_id):
-    report = evaluate(load_case(rule_id, "fire"), [registry.get(rule_id)])
+def cases(kind: str) -> list[tuple[str, str]]:
+    """(rule id, case name) for every ``<kind>*.json|log`` under fixtures/rules/<rule-id>/."""
+    found = {(rule_id, p.stem) for rule_id in RULE_IDS for p in (CASES / rule_id).glob(f"{kind}*.*")}
+    return sorted(found)
+
+
+@pytest.mark.parametrize(("rule_id", "case"), cases("fire"))
+def test_rule_fires_on_its_fire_case(rule_id, case):
+    report = evaluate(load_case(rule_id, case), [registry.get(rule_id)])
     assert not report.errors and not report.skipped
     assert report.findings, f"{rule_id} did not fire on its fire case"
     for finding in report.findings:
@@ -55,9 +61,9 @@ def test_rule_fires_on_its_fire_case(rule_id):
         assert finding.fix
 
 
-@pytest.mark.parametrize("rule_id", RULE_IDS)
-def test_rule_is_quiet_on_its_clean_case(rule_id):
-    report = evaluate(load_case(rule_id, "clean"), [registry.get(rule_id)])
+@pytest.mark.parametrize(("rule_id", "case"), cases("clean"))
+def test_rule_is_quiet_on_its_clean_case(rule_id, case):
+    report = evaluate(load_case(rule_id, case), [registry.get(rule_id)])
     assert not report.errors and not report.skipped
     assert [f.message for f in report.findings] == []
 

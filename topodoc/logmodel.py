@@ -173,6 +173,7 @@ class LogSummary:
     errors: tuple[LogError, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)  # field name -> lines
+    notes: tuple[str, ...] = ()  # limits the analysis hit (tables capped to keep memory bounded)
 
 
 @dataclass(frozen=True)

@@ -73,14 +73,14 @@ def _snapshot(source: str | None):
 
 
 def _analyze(paths: tuple[str, ...]):
-    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
+    from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze
 
     try:
         return analyze(list(paths))
     except NoNcclLinesError as err:
         _fail(str(err))
-    except OSError as err:
-        _fail(f"cannot read {err.filename or 'log'}: {err.strerror or err}")
+    except (LogInputError, OSError) as err:
+        _fail(f"cannot read log {err}")
 
 
 def _topology(snapshot):

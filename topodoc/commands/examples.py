@@ -23,8 +23,10 @@ def command(as_json: bool) -> None:
     """List the bundled recordings of GPU servers; use one with `--from example:<name>`."""
     from topodoc import examples_index
 
-    examples = [Example(name, why_line(examples_index.example_readme(name)), f"example:{name}")
-                for name in examples_index.list_examples()]
+    examples = [
+        Example(name, why_line(examples_index.example_readme(name)), f"example:{name}")
+        for name in examples_index.list_examples()
+    ]
     if as_json:
         from topodoc.codec import to_data
 

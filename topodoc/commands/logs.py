@@ -12,7 +12,7 @@ from topodoc.cli import EXIT_ERROR
 
 @click.command()
 @click.argument("paths", metavar="FILE...", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="The analysis as JSON (summary first, then the tables).")
+@click.option("--json", "as_json", is_flag=True, help="The analysis as JSON (summary, then the tables).")
 def command(paths: tuple[str, ...], as_json: bool) -> None:
     """Analyze NCCL_DEBUG=INFO logs: one rank, a whole job, several nodes' files (.gz and - for stdin).
 

@@ -118,7 +118,8 @@ def decide_transport(state: LogState, conns, nnodes: int | None):
         return "none", plugin, provider_name, ev
     if selected is None:
         return None, None, provider_name, ()
-    return _family(state, plugin, provider_name), plugin, provider_name, (selected[1][1],) + _device_evidence(state)
+    evidence = (selected[1][1],) + _device_evidence(state)
+    return _family(state, plugin, provider_name), plugin, provider_name, evidence
 
 
 def _family(state: LogState, name: str, provider: str | None) -> str:
@@ -131,7 +132,8 @@ def _family(state: LogState, name: str, provider: str | None) -> str:
         if marker in name:
             return family
     if "Libfabric" in name or name.upper() == "OFI":
-        return {"efa": "EFA", "cxi": "Slingshot"}.get(provider or "", name if not provider else f"OFI/{provider}")
+        fallback = f"OFI/{provider}" if provider else name
+        return {"efa": "EFA", "cxi": "Slingshot"}.get(provider or "", fallback)
     if any(key.startswith("family:FasTrak") for key in state.plugins):
         return "TCPXO"
     return name

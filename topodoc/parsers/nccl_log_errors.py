@@ -61,7 +61,8 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
     (r"remote process exited|ncclRemoteError|remote error", "remote_error",
      "A remote rank exited or its network failed; this rank only noticed. Look at the other ranks' logs "
      "for the first failure."),
-    (r"Cuda failure|CUDA error|unhandled cuda error|cudaError|ncclUnhandledCudaError|Failed to bind NVLink SHARP",
+    (r"Cuda failure|CUDA error|unhandled cuda error|cudaError|ncclUnhandledCudaError|"
+     r"Failed to bind NVLink SHARP",
      "cuda_error",
      "A CUDA call failed inside NCCL (out of memory, a GPU fault or Xid, an NVLS/Fabric Manager problem); "
      "check nvidia-smi, dmesg for Xid errors and the Fabric Manager on NVSwitch systems."),
@@ -80,7 +81,8 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "does not handle. Read the WARN lines before it."),
     (r"Affinity for GPU \d+ is empty", "affinity",
      "The process's CPU set does not intersect the GPU's local CPUs, so NCCL ignores affinity: the launcher "
-     "bound this rank to the wrong NUMA node; fix the binding (--cpu-bind, numactl) or the container cpuset."),
+     "bound this rank to the wrong NUMA node; fix the binding (--cpu-bind, numactl) or the container "
+     "cpuset."),
     (r"P2P is disabled between|Could not enable P2P", "p2p_disabled",
      "Peer-to-peer between these GPUs is off, so traffic bounces through host memory: check NCCL_P2P_DISABLE "
      "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),

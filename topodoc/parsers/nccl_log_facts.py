@@ -16,12 +16,16 @@ from topodoc.parsers import nccl_log_errors as errors
 from topodoc.parsers.nccl_log_prefix import Record
 from topodoc.parsers.nccl_log_state import LogState, RankEntry
 
+RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted, so memory stays bounded
+RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(\d+)(?::\d*)*/(\w+)")
+_IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(?:uverbs\d+:)?(\d+)(?::\d*)*/(\w+)")
 _OOB = re.compile(r"OOB ([^\s:]+):(\S+?)<\d+>")
 _IFACE = re.compile(r"\[(\d+)\]([^\s:]+):(\S+?)<\d+>")
-_BOOTSTRAP = re.compile(r"Bootstrap ?: Using ([^\s:]+):(\S+?)<\d+>")
-_KV = re.compile(r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)")
+_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d+\])?([^\s:]+):(\S+?)<\d+>")
+_KV = re.compile(
+    r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
+)
 _OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
 _OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
 _LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v\d+\)")
@@ -52,6 +56,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     msg = rec.msg
     word = msg.split(" ", 1)[0].rstrip(":")
     handler = _BY_WORD.get(word)
+    if handler in _PER_HOST and rec.level == "INFO" and state.seen(rec.host, msg):
+        return
     if handler is None and word.startswith(("NCCL_", "OFI_NCCL_", "FI_")):
         handler = _env
     elif handler is None and word.startswith("NET/"):
@@ -60,7 +66,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
-    if rec.level == "INFO" and (handler is None or word in _ERROR_WORDS) and any(k in msg for k in _INFO_ERROR_KEYS):
+    maybe_error = handler is None or word in _ERROR_WORDS
+    if rec.level == "INFO" and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
         _error(state, rec, ev, msg)
 
 
@@ -88,8 +95,13 @@ def _cuda_driver(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _using(state: LogState, rec: Record, ev: Evidence) -> None:
-    if rec.msg.startswith("Using network "):
-        name = rec.msg[len("Using network ") :].strip()
+    for lead in ("Using network ", "Using internal Network "):  # the latter: NCCL <= 2.3
+        if rec.msg.startswith(lead):
+            _network(state, rec.msg[len(lead) :].strip(), ev)
+
+
+def _network(state: LogState, name: str, ev: Evidence) -> None:
+    if name:
         entry = state.networks.setdefault(name, [0, ev])
         entry[0] += 1
 
@@ -103,7 +115,7 @@ def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
     msg = rec.msg
-    if "Using" in msg:
+    if "Using [" in msg or msg.startswith("NET/IB: ["):  # the summary line, or a per-device line
         for idx, name, port, layer in _IB_DEV.findall(msg.split("; OOB")[0]):
             sharp = f"{name}:{port}/{layer}/SHARP" in msg
             device = NetDevice(rec.host, "hca", name, int(idx), int(port), layer, evidence=ev)
@@ -190,6 +202,9 @@ def _comm(state: LogState, rec: Record, ev: Evidence) -> None:
     proc = (rec.host, rec.pid)
     entry = state.ranks.get((proc, fields.get("comm")))
     if entry is None:
+        if len(state.ranks) >= RANK_LIMIT:
+            state.ranks_dropped += 1
+            return
         entry = state.ranks[(proc, fields.get("comm"))] = RankEntry(fields, proc, ev)
     else:
         entry.fields.update(fields)
@@ -227,11 +242,15 @@ def bus_id(text: str | None) -> str | None:
     return pciaddr.try_normalize(text.removeprefix("0x")) if text else None
 
 
+# a host repeating one of these lines tells nothing new
+_PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
 _BY_WORD = {
     "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
-    "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi, "NET/Plugin": _plugin,
-    "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin, "GPU": _gdr_line,
-    "Connected": _connected, "NVLS": _nvls, "CollNet": _collnet, "comm": _comm, "Channel": _connection,
-    "Ring": _connection, "ncclCommInitRank": _comm, "ncclCommInitRankConfig": _comm, "ncclCommSplit": _comm,
-    "ncclCommInitAll": _comm, "ncclCommInitRankScalable": _comm, "[Rank": _comm, "ncclCommShrink": _comm,
+    "NET": _bootstrap, "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi,
+    "NET/Plugin": _plugin, "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin,
+    "GPU": _gdr_line,
+    "Connected": _connected, "NVLS": _nvls, "CollNet": _collnet, "Channel": _connection, "Ring": _connection,
+    "rank": _comm, "comm": _comm, "ncclCommInitRank": _comm, "ncclCommInitRankConfig": _comm,
+    "ncclCommSplit": _comm, "ncclCommInitAll": _comm, "ncclCommInitRankScalable": _comm, "[Rank": _comm,
+    "ncclCommShrink": _comm,
 }

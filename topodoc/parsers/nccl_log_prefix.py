@@ -60,10 +60,9 @@ def split(text: str) -> Record | None:
     if match is None:
         return _split_rare(text)
     mid = match["mid"]
-    if len(mid) > 160 or (match["level"] == "INFO" and mid):
-        # "... [3] something INFO ..." that is not NCCL's INFO slot (application text)
-        if "NCCL" not in text[match.start("mid") : match.start("level")]:
-            return None
+    odd = len(mid) > 160 or (match["level"] == "INFO" and mid)
+    if odd and "NCCL" not in text[match.start("mid") : match.start("level")]:
+        return None  # "... [3] something INFO ..." is application text, not NCCL's INFO slot
     host = match["host"] or None
     msg = _TAIL_DUP.split(match["msg"], maxsplit=1)[0].rstrip()
     ray = _RAY_IP.search(text, 0, match.start())

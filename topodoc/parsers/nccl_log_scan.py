@@ -2,10 +2,10 @@
 
 Speed comes from doing the per-line work in C: each chunk is split on the literal `` NCCL INFO ``, so
 Python sees one piece per INFO record, and the lines between records are searched in bulk for a few
-keywords (``bytes.find``) and looked at individually only where one hits. Of the INFO records, connection lines
-(``Channel ... via ...``, the bulk of a big log) are only counted under a key; ring/tree/graph lines are
-skipped by their first word; the rest go to the grammar with their prefix parsed once per distinct
-prefix (a bounded cache). Memory is bounded by the job's size, never by the log's.
+keywords (``bytes.find``) and looked at individually only where one hits. Of the INFO records,
+connection lines (``Channel ... via ...``, the bulk of a big log) are only counted under a key;
+ring/tree/graph lines are skipped by their first word; the rest go to the grammar with their prefix
+parsed once per distinct prefix (a bounded cache). Memory is bounded by the job's size, never by the log's.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ CACHE_LIMIT = 4096
 _INFO = b" NCCL INFO "
 _NL = b"\n"
 _INTERESTING = re.compile(
-    rb"NCCL|nccl|\] (?:INFO|WARN) |Watchdog|Pid +\d+ on |ProcessGroup|Cuda failure|CUDA error|DistBackendError"
+    rb"NCCL|nccl|\] (?:INFO|WARN) |Watchdog|Pid +\d+ on |ProcessGroup|Cuda failure|CUDA error|"
+    rb"DistBackendError"
 )
-_KEYWORDS = (
-    b"NCCL", b"nccl", b"] INFO ", b"] WARN ", b"Watchdog", b" Pid ", b"Cuda failure", b"CUDA error",
-    b"DistBackendError",
-)
+# what a line outside INFO records needs to be worth a look: NCCL WARN/version lines, PyTorch's
+# ProcessGroupNCCL and "NCCL error" lines, nccl* error names, NCCL 2.1's "[0] INFO", nccl-tests' "Pid" lines
+_KEYWORDS = (b"NCCL", b"nccl", b"] INFO ", b"] WARN ", b" Pid ")
 _QUIET = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
 _CONN_WORDS = (b"Channel", b"Ring")
 _WANTED_START = (
-    b"NCCL", b"cudaDriverVersion", b"Using network", b"Bootstrap", b"NET/", b"Initialized", b"Assigned",
-    b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet", b"comm ",
-    b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity",
+    b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
+    b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
+    b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity",
 )
 _WANTED_ANYWHERE = re.compile(rb"^\S+:\d+ -> \d|Affinity for GPU|[Tt]imed out|Connection closed")
 _TESTS_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)")
@@ -79,8 +79,8 @@ class Scanner:
         partial = None  # first piece index of a physical line that holds several records
         for i in range(1, len(pieces)):
             piece = pieces[i]
-            if (piece.startswith(_QUIET) and piece.count(_NL) == 1 and b" via " not in piece
-                    and piece.count(b"->") != 1):
+            quiet = piece.startswith(_QUIET) and b" via " not in piece and piece.count(_NL) == 1
+            if quiet and (not piece.startswith(_CONN_WORDS) or piece.count(b"->") != 1):
                 continue  # ring/tree/graph lines: counted, nothing to learn
             nl = piece.find(_NL)
             if nl < 0:
@@ -117,16 +117,16 @@ class Scanner:
             if self.pending:
                 self._general(number, tail + _INFO + msg)
             return
-        rec = self.whos.get(tail, False)
-        if rec is False:
+        who = self.whos.get(tail, False)
+        if who is False:
             if len(self.whos) >= CACHE_LIMIT:
                 self.whos.clear()
-            rec = self.whos[tail] = prefix.who(_text(tail))
-        if rec is None or b"\x1b" in msg or b" | " in msg:
+            who = self.whos[tail] = prefix.who(_text(tail))
+        if who is None or b"\x1b" in msg or b" | " in msg:
             self._general(number, tail + _INFO + msg)
             return
-        text = _text(tail + _INFO + msg)
-        facts.handle(self.state, rec._replace(msg=_text(msg)), Evidence(self.name, number, text))
+        rec = prefix.Record(who.host, who.pid, who.dev, "INFO", _text(msg), "", who.launcher_ip)
+        facts.handle(self.state, rec, Evidence(self.name, number, _text(tail + _INFO + msg)))
 
     def _between(self, data: bytes, start: int, first_number: int) -> None:
         end = data.rfind(_NL) + 1

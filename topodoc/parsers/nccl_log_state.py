@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from topodoc.logmodel import Evidence
 
+SEEN_LIMIT = 65536
 Proc = tuple  # (host or None, pid or None)
 
 
@@ -60,6 +61,19 @@ class LogState:
     conn_raw: dict[tuple, list] = field(default_factory=dict)  # (who, rest) -> [count, evidence]
     procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
+    ranks_dropped: int = 0  # Init lines past the rank-table limit
+    seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+
+    def seen(self, host: str | None, msg: str) -> bool:
+        """True when this host already printed this exact message (a bounded cache, so a rare miss is
+        only repeated work)."""
+        key = (host, msg)
+        if key in self.seen_lines:
+            return True
+        if len(self.seen_lines) >= SEEN_LIMIT:
+            self.seen_lines.clear()
+        self.seen_lines.add(key)
+        return False
 
     def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
                    key: str) -> None:

@@ -23,7 +23,13 @@ from topodoc.logmodel import (
     RankInfo,
 )
 from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers.nccl_log_derive import connections, decide_gdr, decide_transport, env_settings, intra_node
+from topodoc.parsers.nccl_log_derive import (
+    connections,
+    decide_gdr,
+    decide_transport,
+    env_settings,
+    intra_node,
+)
 from topodoc.parsers.nccl_log_facts import bus_id
 from topodoc.parsers.nccl_log_state import LogState
 
@@ -47,11 +53,19 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
         errors=errs, env={e.name: e.value for e in env},
         evidence=_drop_empty({"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}),
+        notes=_notes(state),
     )
     return LogAnalysis(
         summary=summary, inputs=stats, hosts=hosts, ranks=ranks, communicators=_communicators(state, ranks),
         connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs,
     )
+
+
+def _notes(state: LogState) -> tuple[str, ...]:
+    if not state.ranks_dropped:
+        return ()
+    return (f"rank table capped at {len(state.ranks)} (process, communicator) entries; "
+            f"{state.ranks_dropped} later Init lines were counted but not tabulated",)
 
 
 def _drop_empty(values: dict[str, tuple[Evidence, ...]]) -> dict[str, tuple[Evidence, ...]]:
@@ -99,7 +113,8 @@ def _communicators(state: LogState, ranks: tuple[RankInfo, ...]) -> tuple[Commun
         members = [r for r in ranks if r.comm == comm]
         seen = stages.get(comm, Counter())
         out.append(Communicator(
-            comm_id=comm, nranks=members[0].nranks, ranks_seen=len({(r.rank, r.host, r.pid) for r in members}),
+            comm_id=comm, nranks=members[0].nranks,
+            ranks_seen=len({(r.rank, r.host, r.pid) for r in members}),
             init_start=seen["START"], init_complete=seen["COMPLETE"],
             destroyed=seen["Destroy"] + seen["Abort"], evidence=members[0].evidence,
         ))
@@ -198,8 +213,9 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
             ev = setting.evidence
             out.append(LogError(
                 "p2p_disabled", "INFO", ev.file, ev.line, ev.text,
-                f"{setting.name}={setting.value} switches GPU peer-to-peer off: intra-node traffic goes through "
-                "host memory (SHM) instead of NVLink/PCIe P2P. Remove it unless it works around a known fault.",
+                f"{setting.name}={setting.value} switches GPU peer-to-peer off: intra-node traffic goes "
+                "through host memory (SHM) instead of NVLink/PCIe P2P. Remove it unless it works around a "
+                "known fault.",
             ))
     return tuple(sorted(out, key=lambda e: (e.file, e.line)))
 

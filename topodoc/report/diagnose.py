@@ -51,10 +51,14 @@ def render_text(report: Report, inputs: dict, color: bool = False) -> str:
 def _headline(report: Report, inputs: dict, color: bool) -> str:
     what = " + ".join(f"{k} {v}" for k, v in inputs.items() if v) or "nothing"
     counts = Counter(f.severity for f in report.findings)
-    parts = [f"{counts[s]} {s.value}" for s in sorted(counts, key=lambda s: -s.rank)]
+    parts = [_plural(counts[s], s.value) for s in sorted(counts, key=lambda s: -s.rank)]
     verdict = ", ".join(parts) if parts else "no findings"
     head = f"topodoc diagnose · {what}\n{verdict} ({report.rules_run} rules, {len(report.skipped)} skipped)"
     return click.style(head, bold=True) if color else head
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 or word == "info" else f"{count} {word}s"
 
 
 def _finding_lines(finding: Finding, color: bool) -> list[str]:

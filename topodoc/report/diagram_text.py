@@ -3,7 +3,7 @@ nearest NIC hop by hop with the bottleneck link, and where nvidia-smi's own matr
 
 from __future__ import annotations
 
-from topodoc.topology.types import NCCL_PATHS, CellDiff, Connection, Link, Topology
+from topodoc.topology.types import NCCL_PATHS, CellDiff, Connection, Link, NicEnd, Topology
 
 
 def nccl_grid(topology: Topology) -> str:
@@ -39,8 +39,11 @@ def link_text(link: Link | None) -> str:
 
 
 def nearest_nic(topology: Topology, gpu: str) -> Connection | None:
+    """The NIC NCCL would reach best (path type, then nvidia-smi's level, then fewer hops)."""
     conns = [c for c in topology.gpu_nic if c.a == gpu]
-    return min(conns, key=lambda c: NCCL_PATHS.index(c.nccl), default=None)
+    smi = ("PIX", "PXB", "PHB", "NODE", "SYS", "N/A")
+    return min(conns, key=lambda c: (NCCL_PATHS.index(c.nccl), smi.index(c.pci_level or "N/A"),
+                                     len(c.route.hops)), default=None)
 
 
 def paths(topology: Topology) -> str:
@@ -66,11 +69,21 @@ def diffs_text(diffs: list[CellDiff] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nic_line(nic: NicEnd) -> str:
+    numa = f"NUMA {nic.numa_node}" if nic.numa_node is not None and nic.numa_node >= 0 else "no NUMA node"
+    rate = f", {nic.rate_gbps:g} Gb/s" if nic.rate_gbps else ""
+    down = f", {nic.ports_down} port(s) not active" if nic.ports_down else ""
+    legend = "" if nic.in_smi_matrix else " (not in nvidia-smi's NIC legend)"
+    return f"{nic.name}: {nic.device} ({nic.kind}) at {nic.pci_address}, {numa}{rate}{down}{legend}"
+
+
 def render_derived(topology: Topology, diffs: list[CellDiff] | None) -> str:
     parts = [f"Machine: {topology.shape.name}\n"]
     notes = topology.shape.notes + topology.notes
     if notes:
         parts.append("".join(f"  note: {n}\n" for n in notes))
+    if topology.nics:
+        parts.append("\nNICs:\n" + "".join(f"  {_nic_line(n)}\n" for n in topology.nics))
     if topology.gpus:
         parts.append("\nNCCL path types (NVB/PXN name the relay GPU):\n" + nccl_grid(topology))
     nic_paths = paths(topology)

@@ -70,8 +70,9 @@ def _hosts(analysis: LogAnalysis) -> list[str]:
     out = ["Hosts", f"  {'host':<24} {'machines':>8} {'ranks':>6}  {'NCCL':<10} {'GDR':<5} HCAs"]
     for h in analysis.hosts[:MAX_ROWS]:
         gdr = "-" if h.gdr is None else ("yes" if h.gdr else "no")
-        out.append(f"  {h.name:<24} {h.machines:>8} {len(h.ranks):>6}  {','.join(h.nccl_versions) or '-':<10} "
-                   f"{gdr:<5} {' '.join(h.hcas) or '-'}")
+        versions = ",".join(h.nccl_versions) or "-"
+        out.append(f"  {h.name:<24} {h.machines:>8} {len(h.ranks):>6}  {versions:<10} {gdr:<5} "
+                   f"{' '.join(h.hcas) or '-'}")
     if len(analysis.hosts) > MAX_ROWS:
         out.append(f"  ... {len(analysis.hosts) - MAX_ROWS} more hosts (--json has them all)")
     return out + [""]

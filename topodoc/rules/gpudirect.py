@@ -71,22 +71,36 @@ def gdr_prereq_missing(facts: Facts) -> Iterator[Hit]:
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
 def gpu_nic_far(facts: Facts) -> Iterator[Hit]:
-    far = [pair for pair in rail_pairs(facts.snapshot) if path_rank(pair.path) > path_rank("PXB")]
+    snapshot = facts.snapshot
+    far = [pair for pair in rail_pairs(snapshot) if path_rank(pair.path) > path_rank("PXB")]
     for path in ("PHB", "NODE", "SYS"):
         group = [pair for pair in far if pair.path == path]
-        if not group:
-            continue
-        names = ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in group)
-        yield Hit(
-            subject=names,
-            message=f"{len(group)} GPU(s) reach their nearest NIC only through {path}: NCCL's default "
-            "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off for them, so their network traffic is "
-            "staged through host memory (lower bandwidth, more CPU and PCIe load)",
-            evidence=tuple(
-                Evidence("derived", f"PCI path {p.gpu.pci_address} -> {p.nic.pci_address}", path)
-                for p in group[:4]
-            ),
-        )
+        if group:
+            yield _far_hit(group, path, bool(snapshot.host.virtualized))
+
+
+def _far_hit(group: list, path: str, virtualized: bool) -> Hit:
+    names = ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in group)
+    evidence = tuple(
+        Evidence("derived", f"PCI path {p.gpu.pci_address} -> {p.nic.pci_address}", path) for p in group[:4]
+    )
+    message = (
+        f"{len(group)} GPU(s) reach their nearest NIC only through {path}: NCCL's default "
+        "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off for them, so their network traffic is "
+        "staged through host memory (lower bandwidth, more CPU and PCIe load)"
+    )
+    if not virtualized:
+        return Hit(names, message, evidence)
+    return Hit(
+        names,
+        message + "; in this VM the hypervisor flattens the PCIe tree, so the distance may be an artefact: "
+        "NCCL needs the provider's topology file to see the real switches",
+        evidence,
+        fix="set NCCL_TOPO_FILE to the provider's topology XML (aws-ofi-nccl and the cloud images ship one) "
+        "and check for /GDRDMA in an NCCL_DEBUG=INFO log",
+        severity=Severity.INFO,
+        confidence=0.6,
+    )
 
 
 def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:

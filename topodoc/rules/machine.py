@@ -6,6 +6,7 @@ Path classes follow ``nvidia-smi topo -m`` (PIX, PXB, PHB, NODE, SYS) as derived
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from topodoc.model import Gpu, Nic, PciDevice, Snapshot
@@ -62,24 +63,36 @@ class RailPair:
 
 
 def rail_pairs(snapshot: Snapshot) -> list[RailPair]:
-    """Pair each GPU with one RDMA NIC, nearest first (NIC reused only when NICs run out)."""
-    nics = [nic for nic in rdma_nics(snapshot) if nic.pci_address in snapshot.pci]
+    """Pair each GPU with one RDMA NIC: nearest first, ties to the rail-aligned NIC (GPU i with the i-th
+    NIC, as rail-optimized servers are cabled); a NIC is reused only when NICs run out."""
+    nics = sorted(
+        (n for n in rdma_nics(snapshot) if n.pci_address in snapshot.pci), key=lambda n: _natural(n.name)
+    )
     gpus = [gpu for gpu in snapshot.gpus if gpu.pci_address in snapshot.pci]
-    candidates = sorted(
-        (path_rank(pci_class(snapshot, g.pci_address, n.pci_address) or "SYS"), g.index, i)
+    paths = {
+        (g.index, i): pci_class(snapshot, g.pci_address, n.pci_address) or "SYS"
         for g in gpus
         for i, n in enumerate(nics)
+    }
+    candidates = sorted(
+        (path_rank(paths[g.index, i]), abs(pos * len(nics) - i * len(gpus)), pos, i)
+        for pos, g in enumerate(gpus)
+        for i in range(len(nics))
     )
     chosen: dict[int, RailPair] = {}
     used: set[int] = set()
     for reuse in (False, True):
-        for rank, gpu_index, nic_i in candidates:
-            if gpu_index in chosen or (nic_i in used and not reuse):
+        for _rank, _skew, pos, nic_i in candidates:
+            gpu = gpus[pos]
+            if gpu.index in chosen or (nic_i in used and not reuse):
                 continue
-            gpu = next(g for g in gpus if g.index == gpu_index)
-            chosen[gpu_index] = RailPair(gpu, nics[nic_i], PATH_ORDER[min(rank, len(PATH_ORDER) - 1)])
+            chosen[gpu.index] = RailPair(gpu, nics[nic_i], paths[gpu.index, nic_i])
             used.add(nic_i)
     return [chosen[i] for i in sorted(chosen)]
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def parse_cpulist(text: str | None) -> set[int]:

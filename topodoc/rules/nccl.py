@@ -101,7 +101,7 @@ def nccl_gdr_not_used(facts: Facts) -> Iterator[Hit]:
         yield Hit(
             subject="job",
             message=f"network connections over {summary.transport} carry no /GDRDMA: data is staged through "
-            "host memory, costing bandwidth and CPU, typically 10-30% of all-reduce bus bandwidth",
+            "host memory, costing PCIe and memory bandwidth and CPU time on every inter-node transfer",
             evidence=_summary_evidence(summary, "gdr"),
         )
 

@@ -28,22 +28,32 @@ from topodoc.rules.machine import (
 )
 def gpu_nic_numa_mismatch(facts: Facts) -> Iterator[Hit]:
     snapshot = facts.snapshot
-    for pair in rail_pairs(snapshot):
-        gpu_node = snapshot.pci[pair.gpu.pci_address].numa_node
-        nic_node = snapshot.pci[pair.nic.pci_address].numa_node
-        if gpu_node is None or nic_node is None or gpu_node < 0 or nic_node < 0 or gpu_node == nic_node:
-            continue
-        yield Hit(
-            subject=f"{gpu_name(pair.gpu)} / {pair.nic.name}",
-            message=f"{gpu_name(pair.gpu)} is on NUMA node {gpu_node} but its nearest free NIC "
-            f"{pair.nic.name} is on "
-            f"node {nic_node}: its network traffic crosses the inter-socket link ({pair.path}) and GPUDirect "
-            "RDMA is off for it under NCCL's default GDR level",
-            evidence=(
-                Evidence("sysfs", sysfs(pair.gpu.pci_address, "numa_node"), str(gpu_node)),
-                Evidence("sysfs", sysfs(pair.nic.pci_address, "numa_node"), str(nic_node)),
-            ),
-        )
+    split = [pair for pair in rail_pairs(snapshot) if _nodes(snapshot, pair)]
+    if not split:
+        return
+    pairs = ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in split)
+    first = split[0]
+    gpu_node, nic_node = _nodes(snapshot, first)
+    yield Hit(
+        subject=pairs,
+        message=f"{len(split)} GPU(s) have no NIC on their own NUMA node ({gpu_name(first.gpu)} is on node "
+        f"{gpu_node}, {first.nic.name} on node {nic_node}): their network traffic crosses the inter-socket "
+        "link and GPUDirect RDMA is off for them under NCCL's default GDR level",
+        evidence=tuple(
+            Evidence("sysfs", sysfs(addr, "numa_node"), str(snapshot.pci[addr].numa_node))
+            for p in split[:2]
+            for addr in (p.gpu.pci_address, p.nic.pci_address)
+        ),
+    )
+
+
+def _nodes(snapshot, pair) -> tuple[int, int] | None:
+    """The (GPU, NIC) NUMA nodes when both are known and differ."""
+    gpu_node = snapshot.pci[pair.gpu.pci_address].numa_node
+    nic_node = snapshot.pci[pair.nic.pci_address].numa_node
+    if gpu_node is None or nic_node is None or gpu_node < 0 or nic_node < 0 or gpu_node == nic_node:
+        return None
+    return gpu_node, nic_node
 
 
 @rule(

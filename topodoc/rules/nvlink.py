@@ -30,9 +30,12 @@ def nvlink_link_down(facts: Facts) -> Iterator[Hit]:
         return
     most = max(_active(gpu) for gpu in gpus)
     for gpu in gpus:
-        down = [link.link for link in gpu.nvlinks if link.active is False]
-        if not down and _active(gpu) >= most:
+        # Links with nothing attached read inactive too (a bridge-pair A100 has 3 of 12 in use): an
+        # inactive link counts when it has a recorded far end, or when the GPU has fewer than its peers.
+        wired = [link.link for link in gpu.nvlinks if link.active is False and link.remote_type]
+        if not wired and _active(gpu) >= most:
             continue
+        down = wired or [link.link for link in gpu.nvlinks if link.active is False]
         evidence = tuple(
             Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)") for n in down[:4]
         )

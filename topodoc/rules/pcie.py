@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from topodoc.model import PciDevice, Snapshot
+from topodoc.model import Gpu, PciDevice, Snapshot
 from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
 from topodoc.rules.machine import gpu_label, gpu_name, gpu_pair_class, nvlinked, rdma_nics, sysfs
 
+IDLE_GTS = 2.5  # GPUs save power by dropping the link to Gen1 when idle
 GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 X16_GBS = {1: 4.0, 2: 8.0, 3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}  # per direction, REFERENCE §6.1
 
@@ -75,30 +76,60 @@ def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
 def pcie_speed_reduced(facts: Facts) -> Iterator[Hit]:
     snapshot = facts.snapshot
     gpu_addresses = {gpu.pci_address for gpu in snapshot.gpus}
+    peak = max((d.link.speed_gts or 0 for a, d in snapshot.pci.items() if a in gpu_addresses), default=0)
+    seen = set()
     for label, dev in _watched(snapshot):
         hit = _capped_by_upstream(snapshot, label, dev)
         if hit is None and dev.address not in gpu_addresses:
             hit = _nic_below_capability(label, dev)
+        elif hit is None:
+            hit = _gpu_trained_low(snapshot, label, dev, peak)
         if hit is not None:
+            seen.add(dev.address)
             yield hit
     for gpu in snapshot.gpus:
-        if gpu.pcie_max_gen and gpu.pcie_gpu_max_gen and gpu.pcie_max_gen < gpu.pcie_gpu_max_gen:
-            yield Hit(
-                subject=gpu_label(gpu),
-                message=f"the slot limits the GPU to Gen{gpu.pcie_max_gen} although it supports "
-                f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
-                f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
-                evidence=(
-                    Evidence(
-                        "nvml", f"nvmlDeviceGetMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_max_gen)
-                    ),
-                    Evidence(
-                        "nvml",
-                        f"nvmlDeviceGetGpuMaxPcieLinkGeneration({gpu.index})",
-                        str(gpu.pcie_gpu_max_gen),
-                    ),
-                ),
-            )
+        capped = gpu.pcie_max_gen and gpu.pcie_gpu_max_gen and gpu.pcie_max_gen < gpu.pcie_gpu_max_gen
+        if capped and gpu.pci_address not in seen:
+            yield _slot_cap(gpu)
+
+
+def _slot_cap(gpu: Gpu) -> Hit:
+    return Hit(
+        subject=gpu_label(gpu),
+        message=f"the slot limits the GPU to Gen{gpu.pcie_max_gen} although it supports "
+        f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
+        f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
+        evidence=(
+            Evidence("nvml", f"nvmlDeviceGetMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_max_gen)),
+            Evidence(
+                "nvml", f"nvmlDeviceGetGpuMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_gpu_max_gen)
+            ),
+        ),
+    )
+
+
+def _gpu_trained_low(snapshot: Snapshot, label: str, dev: PciDevice, peak: float) -> Hit | None:
+    """A GPU link below its maximum, corroborated: not the idle floor (Gen1), while a peer GPU runs at
+    full speed, and the upstream port reads the same speed (the link itself trained low)."""
+    speed, top = dev.link.speed_gts, dev.link.max_speed_gts
+    parent = snapshot.pci.get(dev.parent or "")
+    if not speed or not top or speed >= top or speed <= IDLE_GTS or peak < top:
+        return None
+    if parent is None or parent.link.speed_gts != speed:
+        return None
+    return Hit(
+        subject=label,
+        message=f"link trained at {speed:g} GT/s (Gen{GEN_BY_GTS.get(speed, '?')}) of {top:g} GT/s "
+        f"(Gen{GEN_BY_GTS.get(top, '?')}) while its peer GPUs run at full speed; an idle GPU drops to "
+        f"Gen1, not Gen{GEN_BY_GTS.get(speed, '?')}: host and GPUDirect bandwidth are "
+        f"{speed / top:.0%} of what they should be",
+        evidence=(
+            Evidence("sysfs", sysfs(dev.address, "current_link_speed"), f"{speed:g} GT/s PCIe"),
+            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{top:g} GT/s PCIe"),
+            Evidence("sysfs", sysfs(parent.address, "current_link_speed"), f"{speed:g} GT/s PCIe"),
+        ),
+        confidence=0.8,
+    )
 
 
 def _capped_by_upstream(snapshot: Snapshot, label: str, dev: PciDevice) -> Hit | None:

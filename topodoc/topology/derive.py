@@ -10,6 +10,7 @@ and either has more bandwidth to it or spares us the CPU).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -76,10 +77,9 @@ def _gpu_end(snapshot: model.Snapshot, gpu: model.Gpu, links: nvlink.GpuLinks) -
     )
 
 
-def _natural(name: str) -> tuple:
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return (head, int(tail) if tail else -1)
+def _natural(name: str) -> list:
+    """mlx5_2 < mlx5_10; rdmap16s27 < rdmap144s27."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _nic_ends(snapshot: model.Snapshot) -> tuple[NicEnd, ...]:

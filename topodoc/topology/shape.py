@@ -3,7 +3,8 @@
 NVLink: an NVLink fabric clique (NVL72-style: NVML's fabric state ``completed`` with a cluster UUID),
 NVSwitch all-to-all, bridge pairs (every GPU bonded to at most one peer), the DGX-1 hybrid cube mesh
 (8 GPUs, 4 NVLink peers each), a full mesh, a partial mesh, or none. PCIe: a flattened VM tree (GPUs
-on the root bus with no NUMA node), GPUs behind PCIe switches, GPUs straight on CPU root ports, mixed.
+straight on root buses, no bridges visible; often no NUMA node either), GPUs behind PCIe switches,
+GPUs straight on CPU root ports, mixed.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ def _pcie_kind(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...]) -> tuple[str,
     if not placed:
         return "none", "GPUs' PCIe placement not recorded"
     kinds = Counter(_placement(pci, g.pci_address) for g in placed)
-    if set(kinds) == {"root-bus"} and all(g.numa_node is None or g.numa_node < 0 for g in placed):
+    if set(kinds) == {"root-bus"}:
         bridges = {pcitree.host_bridge(pci, g.pci_address) for g in placed}
-        return "flat-vm", (f"flattened VM PCIe tree ({len(bridges)} host bridge{'s' * (len(bridges) > 1)},"
-                           " no NUMA node)")
+        nodes = sorted({g.numa_node for g in placed if g.numa_node is not None and g.numa_node >= 0})
+        numa = f"NUMA {', '.join(map(str, nodes))}" if nodes else "no NUMA node"
+        plural = "s" * (len(bridges) > 1)
+        return "flat-vm", f"flattened VM PCIe tree ({len(bridges)} host bridge{plural}, {numa})"
     if set(kinds) == {"switch"}:
         return "switches", "GPUs behind PCIe switches"
     if set(kinds) == {"root-port"}:
