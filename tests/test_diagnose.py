@@ -149,3 +149,22 @@ def test_explain_prints_the_doc():
     for heading in ("## What it checks", "## Why it matters", "## How to fix", "## Example"):
         assert heading in out.stdout
     assert "ECAP_ACS+0x6.w=0000" in out.stdout
+
+
+@pytest.mark.parametrize("log", sorted(p.name for p in (ROOT / "fixtures" / "logs").glob("*.log")))
+def test_every_log_fixture_diagnoses_without_internal_errors(log):
+    from topodoc.parsers.nccl_log import analyze
+
+    analysis = analyze([str(ROOT / "fixtures" / "logs" / log)])
+    dgx = load_snapshot(str(HOSTS / "dgx-a100" / "recording.tar.gz"))
+    for facts in (Facts(logs=analysis), Facts(snapshot=dgx, logs=analysis)):
+        assert evaluate(facts, RULES).errors == ()
+
+
+def test_plugin_failure_log_names_the_fallback():
+    from topodoc.parsers.nccl_log import analyze
+
+    analysis = analyze([str(ROOT / "fixtures" / "logs" / "plugin_failed_socket_fallback.log")])
+    rules = {f.rule: f for f in evaluate(Facts(logs=analysis), RULES).findings}
+    assert set(rules) == {"nccl-net-plugin-failed", "nccl-socket-fallback"}
+    assert rules["nccl-socket-fallback"].severity is Severity.ERROR

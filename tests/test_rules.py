@@ -7,10 +7,13 @@ an NCCL log, or both; a rule that needs a snapshot and has only a log case reads
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topodoc import codec, model
 from topodoc.parsers.nccl_log import analyze
@@ -177,3 +180,77 @@ def test_finding_json_has_the_documented_keys():
     }
     assert data["findings"][0]["severity"] == "error"
     assert data["findings"][0]["evidence"][0]["where"].endswith("0000:05:00.0/current_link_width")
+
+
+# --- severity adjustments and robustness -------------------------------------------------------------
+
+
+def test_vm_turns_gpu_nic_distance_and_acs_into_information():
+    far = evaluate(load_case("gpu-nic-far", "fire-vm"), [registry.get("gpu-nic-far")]).findings
+    assert [(f.severity, f.confidence) for f in far] == [(Severity.INFO, 0.6)]
+    assert "NCCL_TOPO_FILE" in far[0].fix
+    snap = load_case("acs-on-p2p-path", "fire").snapshot
+    vm = dataclasses.replace(snap, host=dataclasses.replace(snap.host, virtualized=True))
+    acs = evaluate(Facts(snapshot=vm), [registry.get("acs-on-p2p-path")]).findings
+    assert [f.severity for f in acs] == [Severity.INFO] and "ATS" in acs[0].message
+
+
+def test_acs_fix_names_each_bridge():
+    (finding,) = evaluate(load_case("acs-on-p2p-path", "fire"), [registry.get("acs-on-p2p-path")]).findings
+    assert finding.subject == "0000:02:01.0"
+    assert "setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000" in finding.fix
+    assert "ReqRedir+ CmpltRedir+" in finding.evidence[0].value
+
+
+BASE = codec.load((CASES / "base.json").read_text())
+_unknown = st.none()
+
+
+@st.composite
+def damaged_snapshots(draw):
+    """The base machine with values a probe may fail to read (None), or odd ones (-1, 0, DOWN, ...)."""
+    pci = dict(BASE.pci)
+    for address in draw(st.lists(st.sampled_from(sorted(pci)), max_size=6)):
+        link = model.PciLink(
+            *(draw(st.one_of(_unknown, st.sampled_from([0, 2.5, 8.0, 16.0, 32.0]))) for _ in range(4))
+        )
+        pci[address] = dataclasses.replace(
+            pci[address],
+            link=link,
+            numa_node=draw(st.sampled_from([None, -1, 0, 1])),
+            acs_ctrl=draw(st.one_of(_unknown, st.integers(0, 0x7F))),
+            parent=draw(st.sampled_from([pci[address].parent, None, "0000:ff:1f.7"])),
+        )
+    gpus = tuple(
+        dataclasses.replace(
+            g,
+            nvlinks=g.nvlinks[: draw(st.integers(0, 18))],
+            lost=draw(st.booleans()),
+            pcie_max_gen=draw(st.one_of(_unknown, st.integers(1, 5))),
+        )
+        for g in BASE.gpus
+    )
+    nics = tuple(
+        dataclasses.replace(
+            n,
+            ports=tuple(
+                dataclasses.replace(
+                    p,
+                    state=draw(st.sampled_from([None, "DOWN", "ACTIVE"])),
+                    rate_gbps=draw(st.one_of(_unknown, st.just(200.0))),
+                )
+                for p in n.ports
+            ),
+        )
+        for n in BASE.nics
+    )
+    return dataclasses.replace(
+        BASE, pci=pci, gpus=gpus, nics=nics, process_cpuset=draw(st.sampled_from([None, "", "0-3", "0-63"]))
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(damaged_snapshots())
+def test_no_rule_crashes_on_partial_or_odd_snapshots(snapshot):
+    report = evaluate(Facts(snapshot=snapshot), registry.RULES)
+    assert report.errors == ()

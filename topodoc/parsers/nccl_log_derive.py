@@ -17,8 +17,10 @@ from topodoc.parsers import nccl_log_prefix as prefix
 from topodoc.parsers.nccl_log_state import LogState
 
 _CONN = re.compile(r"^(\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])?(?: \[(send|receive)\])? via (.+?)\s*$")
-_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[A-Za-z]+|\(PCI\))*)$")
-_P2P = re.compile(r"^P2P/(IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[\w+\])((?:/\w+)*)$")
+_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[A-Za-z]*|\(PCI\))*)$")
+_P2P = re.compile(r"^P2P/(IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[\w+\])((?:/\w*)*)$")
+_NET_FLAGS = {"/GDRDMA", "/Shared", "(PCI)"}
+_FLAG = re.compile(r"/[A-Za-z]*|\(PCI\)")
 _COLLNET = re.compile(r"^COLLNET/(.+?)/(\d+)")
 _FAMILIES = (
     ("GPUDirectTCPX", "TCPX"), ("FasTrak", "TCPXO"), ("TCPXO", "TCPXO"), ("gIB", "gIB"), ("IBext", "IBext"),
@@ -75,10 +77,12 @@ def _row(rest: str, host: str | None, ev: Evidence) -> Connection | None:
 def _via(via: str) -> tuple[str, int | None, bool | None, int | None, tuple[str, ...]]:
     net = _NET.match(via)
     if net:
-        tail = net[4]
-        flags = tuple(f for f in ("Shared", "PCI") if f in tail)
+        tokens = _FLAG.findall(net[4])
+        flags = tuple(f for f in ("Shared", "PCI") if f in net[4])
         proxy = int(net[3]) if net[3] else None
-        return f"NET/{net[1]}", int(net[2]), "/GDRDMA" in tail, proxy, flags
+        # a line cut inside its flags ("/GDR") cannot say whether GDR was used
+        gdr = "/GDRDMA" in tokens if all(t in _NET_FLAGS for t in tokens) else None
+        return f"NET/{net[1]}", int(net[2]), gdr, proxy, flags
     p2p = _P2P.match(via)
     if p2p:
         kind = p2p[1].split(" ")[0].split("/")[0]
@@ -148,9 +152,9 @@ def _device_evidence(state: LogState) -> tuple[Evidence, ...]:
 def decide_gdr(state: LogState, conns, transport: str | None):
     """(gdr, mode, evidence): mode is "used", "not_used" or "asymmetric"; None when the log cannot tell."""
     net = [c for c in conns if c.transport.startswith("NET/")]
-    if net:
+    if any(c.gdr is not None for c in net):
         used = [c for c in net if c.gdr]
-        unused = [c for c in net if not c.gdr]
+        unused = [c for c in net if c.gdr is False]
         mode = "used" if not unused else ("not_used" if not used else "asymmetric")
         evidence = tuple(c.evidence for c in (used[:2] + unused[:2]) if c.evidence)
         return mode == "used", mode, evidence

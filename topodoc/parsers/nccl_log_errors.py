@@ -53,12 +53,12 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
      "NCCL_SOCKET_IFNAME / NCCL_IB_HCA, and NCCL_NET."),
     (r"Connection closed by remote peer|connect to \S+ (?:failed|returned)|Connection refused|"
-     r"socketProgress|Message truncated|Connection reset|[Bb]roken pipe|socket\w* failed",
+     r"socketProgress|Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed",
      "socket_error",
      "A TCP socket between ranks failed. Usually another rank exited or crashed first (find the earliest "
      "error across ranks); otherwise a firewall, a wrong NCCL_SOCKET_IFNAME, or ranks running different "
      "collectives / NCCL versions."),
-    (r"remote process exited|ncclRemoteError|remote error", "remote_error",
+    (r"remote process exited|ncclRemoteError|remote error|retcode 6\b", "remote_error",
      "A remote rank exited or its network failed; this rank only noticed. Look at the other ranks' logs "
      "for the first failure."),
     (r"Cuda failure|CUDA error|unhandled cuda error|cudaError|ncclUnhandledCudaError|"
@@ -79,6 +79,10 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
     (r"internal error|ncclInternalError", "internal_error",
      "NCCL reported an internal error; often a consequence of an earlier failure or a topology the build "
      "does not handle. Read the WARN lines before it."),
+    (r"does not loop back to start", "other",
+     "The ring NCCL computed is inconsistent across ranks: ranks disagree on the topology (different NCCL "
+     "versions, different NCCL_* settings or topology files per node). Make every node run the same build "
+     "and environment."),
     (r"Affinity for GPU \d+ is empty", "affinity",
      "The process's CPU set does not intersect the GPU's local CPUs, so NCCL ignores affinity: the launcher "
      "bound this rank to the wrong NUMA node; fix the binding (--cpu-bind, numactl) or the container "

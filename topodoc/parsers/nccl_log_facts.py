@@ -74,7 +74,7 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
 def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> None:
     found = errors.classify(msg)
     category, explanation = found or ("other", "NCCL printed a warning; read it with the lines around it.")
-    key = re.sub(r"\d+", "N", msg)[:160]
+    key = re.sub(r"\d+", "N", msg)[:160] + explanation[:80]  # the explanation keeps IB statuses apart
     state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
 
 
@@ -152,6 +152,8 @@ def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
     state.plugins.setdefault(f"family:{family}", ev)
     if "GPU Direct RDMA" in rec.msg:
         _gdr_line(state, rec, ev)
+    elif "/RoCE" in rec.msg or "/IB" in rec.msg:  # gIB prints NET/IB-style device lists
+        _net_ib(state, rec, ev)
     elif "Using" in rec.msg:
         for idx, name, addr in _IFACE.findall(rec.msg):
             _device(state, NetDevice(rec.host, "plugin", name, int(idx), address=addr, evidence=ev))

@@ -24,6 +24,7 @@ _RECORD = re.compile(
 )
 _OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d+)\] (?:NCCL )?(?P<level>INFO|WARN) (?P<msg>.*)")
 _CALL = re.compile(r"(?P<host>[^\s:\[\]|()]*):(?P<pid>\d+):(?P<tid>\d+) NCCL CALL (?P<msg>.*)")
+_BARE_VERSION = re.compile(r"NCCL version \d+\.\d+\.\d+\S*\+cuda")
 _RAY_IP = re.compile(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)(?:, [^)]*)?\)")
 _TAIL_DUP = re.compile(r" \| [^\s|]*:\d+:\d+ \[\d+\] ")
 
@@ -79,7 +80,7 @@ def _split_rare(text: str) -> Record | None:
     old = _OLD_RECORD.search(text)
     if old:
         return Record(None, None, int(old["dev"]), old["level"], old["msg"].rstrip())
-    at = text.find("NCCL version ")
-    if at >= 0:
-        return Record(None, None, None, "VERSION", text[at:].rstrip())
+    bare = _BARE_VERSION.search(text)  # "+cuda" sets it apart from PyTorch's "..., NCCL version 2.20.5"
+    if bare:
+        return Record(None, None, None, "VERSION", text[bare.start() :].rstrip())
     return None

@@ -19,17 +19,15 @@ from topodoc.parsers import nccl_log_prefix as prefix
 from topodoc.parsers.nccl_log_state import LogState
 
 CHUNK_BYTES = 4 << 20
-CACHE_LIMIT = 4096
+CACHE_LIMIT = 16384
 _INFO = b" NCCL INFO "
 _NL = b"\n"
-_INTERESTING = re.compile(
-    rb"NCCL|nccl|\] (?:INFO|WARN) |Watchdog|Pid +\d+ on |ProcessGroup|Cuda failure|CUDA error|"
-    rb"DistBackendError"
-)
-# what a line outside INFO records needs to be worth a look: NCCL WARN/version lines, PyTorch's
-# ProcessGroupNCCL and "NCCL error" lines, nccl* error names, NCCL 2.1's "[0] INFO", nccl-tests' "Pid" lines
-_KEYWORDS = (b"NCCL", b"nccl", b"] INFO ", b"] WARN ", b" Pid ")
-_QUIET = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
+# what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
+# ProcessGroupNCCL and "NCCL error" lines, nccl-tests' "Pid" lines; while an input has shown no
+# " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs a pass in C)
+_KEYWORDS = (b"NCCL", b" Pid ")
+_OLD_KEYWORDS = (b"NCCL", b" Pid ", b"] INFO ", b"] WARN ")
+_TREE_WORDS = (b"Tree", b"Pattern ", b" ", b"NVLS Head", b"NVLS Trees")
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
 _CONN_WORDS = (b"Channel", b"Ring")
 _WANTED_START = (
@@ -42,6 +40,8 @@ _TESTS_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+o
 _APP_ERROR = re.compile(
     r"Watchdog caught|NCCL error in|DistBackendError|nccl\w*Error:|Cuda failure|CUDA error:|NCCL WARN"
 )
+_CONTINUATIONS = ("via", "NET/", "P2P/", "SHM", "COLLNET/", "[send]", "[receive]", "direct", "/")
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()]+):\d+:\d+ \[\d+\] ")
 _INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[\w+\])? ->(?!.* via \S)")
 
 
@@ -53,6 +53,7 @@ class Scanner:
         self.lines = self.nccl = self.size = 0
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
+        self.repeats: set[tuple[bytes, bytes]] = set()
 
     def run(self, stream: BinaryIO) -> InputStats:
         carry = b""
@@ -73,43 +74,47 @@ class Scanner:
 
     def _block(self, block: bytes) -> None:
         pieces = block.split(_INFO)
+        self._between(pieces[0], 0, self.lines + 1, _KEYWORDS if self.nccl else _OLD_KEYWORDS)
         self.nccl += len(pieces) - 1
-        self._between(pieces[0], 0, self.lines + 1)
         counter = _LineCounter(pieces, self.lines)
-        partial = None  # first piece index of a physical line that holds several records
+        conns, partial = self.state.conn_raw, None  # partial: first record of a line holding several
         for i in range(1, len(pieces)):
             piece = pieces[i]
-            quiet = piece.startswith(_QUIET) and b" via " not in piece and piece.count(_NL) == 1
-            if quiet and (not piece.startswith(_CONN_WORDS) or piece.count(b"->") != 1):
-                continue  # ring/tree/graph lines: counted, nothing to learn
+            if piece.startswith(_TREE_WORDS):
+                if piece.count(_NL) == 1:
+                    continue  # tree/graph lines: counted, nothing to learn
+            elif piece.startswith(b"Ring ") and piece.count(b" -> ") == 2 and piece.count(_NL) == 1:
+                continue  # "Ring 00 : 3 -> 0 -> 1": ring order, not a connection
             nl = piece.find(_NL)
             if nl < 0:
                 partial = i if partial is None else partial
                 continue
+            prev = pieces[i - 1]
+            tail = prev[prev.rfind(_NL) + 1 :]
+            msg = piece[:nl]
             if partial is not None:
                 start, partial = partial, None
-                raw = _tail(pieces[start - 1]) + _INFO + _INFO.join(pieces[start:i]) + _INFO + piece[:nl]
+                raw = _tail(pieces[start - 1]) + _INFO + _INFO.join(pieces[start:i]) + _INFO + msg
                 self._general(counter.number(start), raw)
+            elif msg.startswith(_CONN_WORDS) and b" via " in msg:
+                end = tail.rfind(b" ")
+                key = (tail[tail.rfind(b" ", 0, end) + 1 :], msg[msg.find(b" : ") + 3 :])
+                entry = conns.get(key)
+                if entry is None:
+                    conns[key] = [1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
+                else:
+                    entry[0] += 1
             else:
-                self._piece(counter, i, _tail(pieces[i - 1]), piece[:nl])
+                self._piece(counter.number(i), tail, msg)
             if piece.count(_NL) > 1:
-                self._between(piece, nl + 1, counter.number(i) + 1)
+                self._between(piece, nl + 1, counter.number(i) + 1, _KEYWORDS)
         self.lines += block.count(_NL)
 
-    def _piece(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
+    def _piece(self, number: int, tail: bytes, msg: bytes) -> None:
         if not msg.startswith(_GRAPH_WORDS):
-            self._info(counter.number(i), tail, msg)
-        elif b" via " in msg:
-            end = tail.rfind(b" ")
-            key = (tail[tail.rfind(b" ", 0, end) + 1 :], msg[msg.find(b" : ") + 3 :].rstrip(b"\r"))
-            entry = self.state.conn_raw.get(key)
-            if entry is None:
-                ev = Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))
-                self.state.conn_raw[key] = [1, ev]
-            else:
-                entry[0] += 1
+            self._info(number, tail, msg)
         elif msg.startswith(_CONN_WORDS) and msg.count(b"->") == 1:
-            self._general(counter.number(i), tail + _INFO + msg)  # a connection line cut before "via"
+            self._general(number, tail + _INFO + msg)  # a connection line cut before "via"
 
     def _info(self, number: int, tail: bytes, msg: bytes) -> None:
         """An INFO record that is not a graph/connection line: parse it if its shape can prove anything."""
@@ -117,6 +122,11 @@ class Scanner:
             if self.pending:
                 self._general(number, tail + _INFO + msg)
             return
+        if (tail, msg) in self.repeats:
+            return  # the same process said exactly this before (every communicator repeats its setup)
+        if len(self.repeats) >= CACHE_LIMIT:
+            self.repeats.clear()
+        self.repeats.add((tail, msg))
         who = self.whos.get(tail, False)
         if who is False:
             if len(self.whos) >= CACHE_LIMIT:
@@ -128,12 +138,12 @@ class Scanner:
         rec = prefix.Record(who.host, who.pid, who.dev, "INFO", _text(msg), "", who.launcher_ip)
         facts.handle(self.state, rec, Evidence(self.name, number, _text(tail + _INFO + msg)))
 
-    def _between(self, data: bytes, start: int, first_number: int) -> None:
+    def _between(self, data: bytes, start: int, first_number: int, needles: tuple[bytes, ...]) -> None:
         end = data.rfind(_NL) + 1
-        if end <= start or not (self.pending or any(data.find(k, start, end) >= 0 for k in _KEYWORDS)):
+        if end <= start or not (self.pending or any(data.find(k, start, end) >= 0 for k in needles)):
             return
         for number, raw in enumerate(data[start:end].split(_NL)[:-1], first_number):
-            if self.pending or _INTERESTING.search(raw):
+            if self.pending or any(k in raw for k in needles):
                 self._general(number, raw)
 
     def _general(self, number: int, raw: bytes) -> None:
@@ -142,7 +152,7 @@ class Scanner:
         if self.pending and self._join(text):
             return
         self._flush_pending()
-        for part in _records(text):
+        for part in _records(text, self.state.procs):
             self._one(number, part, original)
 
     def _one(self, number: int, text: str, original: str) -> None:
@@ -158,7 +168,7 @@ class Scanner:
 
     def _join(self, text: str) -> bool:
         number, head, original = self.pending
-        if prefix.split(text) is not None:
+        if prefix.split(text) is not None or not text.lstrip().startswith(_CONTINUATIONS):
             return False
         self.pending = None
         joined = head + text if " via " in head + text else head + " " + text
@@ -204,14 +214,25 @@ def _tail(piece: bytes) -> bytes:
     return piece[piece.rfind(_NL) + 1 :]
 
 
-def _records(text: str) -> list[str]:
-    """Split a physical line holding several NCCL records (interleaved output) into one per record."""
+def _records(text: str, procs) -> list[str]:
+    """Split a physical line holding several NCCL records (interleaved output) into one per record.
+
+    Where two records are glued (``...via P2P/IPC/readnode-2:12:13 [1] NCCL INFO ...``) the second
+    record's host is taken as the longest host name already seen that ends the glued word."""
     if text.count(" NCCL ") < 2:
         return [text]
-    starts = [m.start() for m in re.finditer(r"[^\s:\[\]|()]+:\d+:\d+ \[\d+\] ", text)]
+    starts = [_host_start(text, m, procs) for m in _PREFIX.finditer(text)]
     if len(starts) < 2:
         return [text]
     return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+
+
+def _host_start(text: str, match: re.Match, procs) -> int:
+    word = match["host"]
+    known = [h for h, _pid in procs if h and word.endswith(h)]
+    if not known or word in known:
+        return match.start()
+    return match.end("host") - len(max(known, key=len))
 
 
 def _text(raw: bytes) -> str:

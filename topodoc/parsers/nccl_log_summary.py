@@ -147,7 +147,7 @@ def _world(ranks) -> int:
 
 
 def _host_gdr(conns, name: str) -> bool | None:
-    flags = {c.gdr for c in conns if c.host == name and c.transport.startswith("NET/")}
+    flags = {c.gdr for c in conns if c.host == name and c.transport.startswith("NET/") and c.gdr is not None}
     return flags.pop() if len(flags) == 1 else (None if not flags else False)
 
 

@@ -25,7 +25,7 @@ def verdict(s: LogSummary) -> str:
     """``2 nodes × 8 GPUs, NCCL 2.21.5, InfiniBand with GPUDirect RDMA on mlx5_0..7; 3 warnings``."""
     shape = f"{_n(s.nnodes)} node{'s' if s.nnodes != 1 else ''}"
     if s.local_ranks:
-        shape += f" × {s.local_ranks} GPUs"
+        shape += f" × {s.local_ranks} GPU{'s' if s.local_ranks != 1 else ''}"
     elif s.nranks:
         shape += f", {s.nranks} ranks"
     version = f"NCCL {s.nccl_version}" if s.nccl_version else "NCCL version not logged"

@@ -14,12 +14,12 @@ from topodoc.logmodel import LogAnalysis, RankInfo
 from topodoc.model import Gpu, Snapshot
 from topodoc.rules.engine import Evidence, Facts, Hit, rule
 from topodoc.rules.machine import gpu_name, nvlinked, path_rank, pci_class, rail_pairs, rdma_nics
-from topodoc.rules.nccl import RDMA_TRANSPORTS
+from topodoc.rules.nccl import RDMA_TRANSPORTS, line
 
 
 def _ev(item) -> tuple[Evidence, ...]:
     e = getattr(item, "evidence", None)
-    return (Evidence("log", f"{e.file}:{e.line}", e.text.strip()),) if e else ()
+    return (line(e),) if e else ()
 
 
 def _local_ranks(snapshot: Snapshot, logs: LogAnalysis) -> tuple[list[RankInfo], float]:
@@ -147,7 +147,7 @@ def socket_despite_active_ib(facts: Facts) -> Iterator[Hit]:
             message=f"the log's transport is Socket, but the machine has {len(active)} ACTIVE RDMA port(s) "
             f"({', '.join(active[:4])}{' ...' if len(active) > 4 else ''}): the job ran on TCP for "
             "no hardware reason",
-            evidence=tuple(Evidence("log", f"{e.file}:{e.line}", e.text.strip()) for e in chosen[:1])
+            evidence=tuple(line(e) for e in chosen[:1])
             + (Evidence("sysfs", "/sys/class/infiniband/*/ports/*/state", f"{len(active)} x 4: ACTIVE"),),
         )
 
@@ -176,10 +176,7 @@ def gdr_unused_but_possible(facts: Facts) -> Iterator[Hit]:
             message="the log shows no GPUDirect RDMA, yet every GPU has a NIC within PXB and "
             f"{kernel.peermem_module or 'DMA-BUF'} is available"
             + (f"; {overrides[0].name}={overrides[0].value} is set" if overrides else ""),
-            evidence=tuple(
-                Evidence("log", f"{e.file}:{e.line}", e.text.strip())
-                for e in logs.summary.evidence.get("gdr", ())[:2]
-            )
+            evidence=tuple(line(e) for e in logs.summary.evidence.get("gdr", ())[:2])
             + (Evidence("sysfs", "/sys/module/nvidia_peermem", kernel.peermem_module or "dmabuf"),),
         )
 

@@ -46,13 +46,14 @@ def pci_class(snapshot: Snapshot, a: str | None, b: str | None) -> str | None:
     return pcitree.smi_level(snapshot.pci, a or "", b or "")
 
 
-def gpu_pair_class(snapshot: Snapshot, a: Gpu, b: Gpu) -> str | None:
-    """NVML's common ancestor for the pair when recorded, else the PCI-tree derivation."""
+def gpu_pair_class(snapshot: Snapshot, a: Gpu, b: Gpu) -> tuple[str | None, str]:
+    """The pair's PCI class and where it comes from: NVML's common ancestor when recorded ("nvml"),
+    else the PCI-tree derivation ("derived")."""
     lo, hi = sorted((a.index, b.index))
     for pair in snapshot.gpu_pairs:
         if (pair.a, pair.b) == (lo, hi) and pair.common_ancestor:
-            return "PIX" if pair.common_ancestor == "INTERNAL" else pair.common_ancestor
-    return pci_class(snapshot, a.pci_address, b.pci_address)
+            return ("PIX" if pair.common_ancestor == "INTERNAL" else pair.common_ancestor), "nvml"
+    return pci_class(snapshot, a.pci_address, b.pci_address), "derived"
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from topodoc.logmodel import Evidence as LineEvidence
 from topodoc.logmodel import LogAnalysis, LogError
 from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
 
 RDMA_TRANSPORTS = ("IB", "RoCE", "EFA", "gIB", "IBext", "Slingshot")
 RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_", "FI_")
+
+
+def line(ev: LineEvidence) -> Evidence:
+    """A log line the analyzer kept (file, line number, text) as finding evidence."""
+    return Evidence("log", f"{ev.file}:{ev.line}", ev.text.strip())
 
 
 def log_evidence(err: LogError) -> Evidence:
@@ -40,9 +46,9 @@ def _rdma_signals(logs: LogAnalysis) -> list[Evidence]:
     """Lines showing RDMA was wanted: HCAs or OFI NICs listed, a plugin failing, RDMA settings.
 
     ``NET/IB : No device found.`` alone is no such sign: every NCCL prints it on an Ethernet-only host."""
-    signals = [d.evidence for d in logs.devices if d.role in ("hca", "ofi") and d.evidence]
+    signals = [line(d.evidence) for d in logs.devices if d.role in ("hca", "ofi") and d.evidence]
     signals += [log_evidence(e) for e in logs.errors if e.category == "plugin_error"]
-    signals += [s.evidence for s in logs.env if s.name.startswith(RDMA_ENV_PREFIXES)]
+    signals += [line(s.evidence) for s in logs.env if s.name.startswith(RDMA_ENV_PREFIXES)]
     return signals
 
 
@@ -60,17 +66,25 @@ def nccl_socket_fallback(facts: Facts) -> Iterator[Hit]:
     if logs.summary.transport != "Socket":
         return
     signals = _rdma_signals(logs)
+    chosen = tuple(line(e) for e in logs.summary.evidence.get("transport", ())[:1])
     if signals:
-        chosen = logs.summary.evidence.get("transport", ())
         yield Hit(
             subject="job",
-            message="the inter-node transport is NET/Socket (TCP through the kernel, a few GB/s at "
-            "best) while "
-            "the log shows RDMA devices, a net plugin or RDMA settings: something made NCCL give up on RDMA",
-            evidence=(
-                *[Evidence("log", f"{e.file}:{e.line}", e.text.strip()) for e in chosen[:1]],
-                *[Evidence("log", f"{e.file}:{e.line}", e.text.strip()) for e in signals[:3]],
-            ),
+            message="the inter-node transport is NET/Socket (TCP through the kernel, a few GB/s at best) "
+            "while the log shows RDMA devices, a net plugin or RDMA settings: something made NCCL give up "
+            "on RDMA",
+            evidence=chosen + tuple(signals[:3]),
+        )
+    elif (logs.summary.nnodes or 1) > 1:
+        yield Hit(
+            subject="job",
+            message=f"{logs.summary.nnodes} nodes talk over NET/Socket (TCP through the kernel, a few GB/s "
+            "at best); the log shows no RDMA device, so this is right only for an Ethernet-only cluster",
+            evidence=chosen,
+            fix="if the nodes have RDMA NICs, run `topodoc diagnose --from live --log FILE` on one of them "
+            "to see why NCCL did not find them",
+            severity=Severity.INFO,
+            confidence=0.5,
         )
 
 
@@ -103,7 +117,14 @@ def nccl_gdr_not_used(facts: Facts) -> Iterator[Hit]:
             message=f"network connections over {summary.transport} carry no /GDRDMA: data is staged through "
             "host memory, costing PCIe and memory bandwidth and CPU time on every inter-node transfer",
             evidence=_summary_evidence(summary, "gdr"),
+            fix=EFA_GDR_FIX if summary.transport == "EFA" else None,
         )
+
+
+EFA_GDR_FIX = (
+    "EFA offers GPUDirect RDMA only on some instance types: check the "
+    "instance type, then the aws-ofi-nccl version and its GDR settings"
+)
 
 
 @rule(
@@ -129,9 +150,7 @@ def nccl_gdr_asymmetric(facts: Facts) -> Iterator[Hit]:
 
 
 def _summary_evidence(summary, name: str) -> tuple[Evidence, ...]:
-    return tuple(
-        Evidence("log", f"{e.file}:{e.line}", e.text.strip()) for e in summary.evidence.get(name, ())[:3]
-    )
+    return tuple(line(e) for e in summary.evidence.get(name, ())[:3])
 
 
 @rule(
@@ -199,13 +218,7 @@ def nccl_env_disables_feature(facts: Facts) -> Iterator[Hit]:
             yield Hit(
                 subject=setting.name,
                 message=f"{setting.name}={setting.value} switches off {what}",
-                evidence=(
-                    Evidence(
-                        "log",
-                        f"{setting.evidence.file}:{setting.evidence.line}",
-                        setting.evidence.text.strip(),
-                    ),
-                ),
+                evidence=(line(setting.evidence),),
                 fix=f"unset {setting.name} (or document why this cluster needs it)",
             )
 

@@ -37,8 +37,8 @@ def rails_shared(facts: Facts) -> Iterator[Hit]:
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
     share = f" (about {sum(rates) / len(gpus):g} Gb/s per GPU)" if rates else ""
     yield Hit(
-        subject=f"{len(nics)} NICs / {len(gpus)} GPUs",
-        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NICs: about {len(gpus) / len(nics):g} "
+        subject=f"{len(nics)} NIC(s) / {len(gpus)} GPUs",
+        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): about {len(gpus) / len(nics):g} "
         "GPUs per rail, "
         f"so inter-node bandwidth per GPU is a fraction of one NIC{share}",
         evidence=(Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in nics)),),

@@ -184,23 +184,29 @@ P2P_COST = {
 def gpu_p2p_via_cpu(facts: Facts) -> Iterator[Hit]:
     snapshot = facts.snapshot
     groups: dict[str, list[str]] = {}
+    first: dict[str, Evidence] = {}
     for i, a in enumerate(snapshot.gpus):
         for b in snapshot.gpus[i + 1 :]:
-            path = gpu_pair_class(snapshot, a, b)
+            path, source = gpu_pair_class(snapshot, a, b)
             if path in P2P_COST and not nvlinked(snapshot, a, b):
                 groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
-    inter_socket = (
-        "16 GB/s per direction on AMD"
-        if snapshot.host.cpu_vendor == "AuthenticAMD"
-        else ("6-40 GB/s per direction, by Intel generation")
-    )
+                first.setdefault(path, _pair_evidence(snapshot, a, b, path, source))
+    amd = snapshot.host.cpu_vendor == "AuthenticAMD"
+    inter_socket = "16 GB/s per direction on AMD" if amd else "6-40 GB/s per direction, by Intel generation"
     for path, pairs in groups.items():
+        more = f" (+{len(pairs) - 6} more)" if len(pairs) > 6 else ""
         yield Hit(
-            subject=", ".join(pairs[:6]) + (f" (+{len(pairs) - 6} more)" if len(pairs) > 6 else ""),
+            subject=", ".join(pairs[:6]) + more,
             message=f"{len(pairs)} GPU pair(s) are {path} apart, {P2P_COST[path].format(bw=inter_socket)}",
-            evidence=(Evidence("nvml", "nvmlDeviceGetTopologyCommonAncestor", f"{pairs[0]} = {path}"),),
+            evidence=(first[path],),
             severity=Severity.WARNING if path == "SYS" else Severity.INFO,
         )
+
+
+def _pair_evidence(snapshot: Snapshot, a: Gpu, b: Gpu, path: str, source: str) -> Evidence:
+    if source == "nvml":
+        return Evidence("nvml", f"nvmlDeviceGetTopologyCommonAncestor({a.index}, {b.index})", path)
+    return Evidence("derived", f"PCI path {a.pci_address} -> {b.pci_address}", path)
 
 
 BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}

@@ -20,6 +20,7 @@ from topodoc.topology.types import (
     GPU,
     NCCL_PATHS,
     NIC,
+    PCIE,
     Connection,
     GpuEnd,
     Hop,
@@ -56,7 +57,7 @@ def derive(snapshot: model.Snapshot) -> Topology:
         source=snapshot.source,
         shape=shape.classify(snapshot, gpus, gpu_pairs, links),
         gpus=gpus, nics=nics, gpu_pairs=gpu_pairs, gpu_nic=gpu_nic, nic_pairs=nic_pairs,
-        graph=graph.build(snapshot, gpus, nics, gpu_pairs),
+        graph=graph.build(snapshot, gpus, nics, gpu_pairs, links),
         notes=_notes(snapshot, gpus, nics),
     )
 
@@ -143,7 +144,7 @@ def _nccl_bw(conn: Connection, gpu_ids: set[str]) -> float:
     """NCCL's bandwidth for a PCIe route: GPUs at their trained speed, other devices at max speed."""
     bws = [rates.nccl_pcie_gbps(*((ln.gen, ln.width) if ln.b in gpu_ids or ln.a in gpu_ids
                                   else (ln.max_gen or ln.gen, ln.max_width or ln.width)))
-           for ln in (conn.pcie.links if conn.pcie else ()) if ln.kind == "pcie"]
+           for ln in (conn.pcie.links if conn.pcie else ()) if ln.kind == PCIE]
     return min(bws) if bws else 0.0
 
 

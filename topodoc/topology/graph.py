@@ -94,7 +94,7 @@ def _link_label(link: Link | None) -> str:
 
 
 def build(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...], nics: tuple[NicEnd, ...],
-          pairs: tuple[Connection, ...]) -> Graph:
+          pairs: tuple[Connection, ...], links: dict[int, nvlink.GpuLinks]) -> Graph:
     b = _Builder(snapshot)
     for gpu in gpus:
         node = Node(gpu.name, "gpu", f"{gpu.name}\n{gpu.model or 'GPU'}", b.numa(gpu.pci_address))
@@ -104,7 +104,7 @@ def build(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...], nics: tuple[NicEnd
         _place(b, nic.pci_address, node)
     numas = sorted(n for n in b.nodes if b.nodes[n].kind == "numa")
     b.edges += [Edge(x, y, SMP, "CPU interconnect") for x, y in zip(numas, numas[1:], strict=False)]
-    _add_nvlink(b, snapshot, gpus, pairs)
+    _add_nvlink(b, links, gpus, pairs)
     return Graph(tuple(b.nodes.values()), tuple(b.edges))
 
 
@@ -115,11 +115,11 @@ def _place(b: _Builder, address: str | None, node: Node) -> None:
         b.add(node)
 
 
-def _add_nvlink(b: _Builder, snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...],
+def _add_nvlink(b: _Builder, links: dict[int, nvlink.GpuLinks], gpus: tuple[GpuEnd, ...],
                 pairs: tuple[Connection, ...]) -> None:
     switched = [g for g in gpus if g.nvswitch_links]
     if switched:
-        chips = {s for links in nvlink.gpu_links(snapshot).values() for s in links.switches if s != NVSWITCH}
+        chips = {s for info in links.values() for s in info.switches if s != NVSWITCH}
         detail = f"\n{len(chips)} chips" if chips else ""
         b.add(Node(NVSWITCH, "nvswitch", "NVSwitch" + detail))
         b.edges += [Edge(g.name, NVSWITCH, NVLINK, f"NV{g.nvswitch_links}") for g in switched]

@@ -1,0 +1,38 @@
+"""The golden view of an analysis: what ``fixtures/logs/<case>.json`` holds, and how to rewrite them.
+
+    python tests/nccl_log_golden.py            # rewrite every golden after a reviewed change
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from topodoc.codec import to_data
+from topodoc.parsers.nccl_log import analyze
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+
+
+def golden_view(path: Path) -> dict:
+    """Summary, hosts, communicators and the connection table of one fixture, named by its file name."""
+    with path.open("rb") as stream:
+        analysis = analyze([(path.name, stream)])
+    return {
+        "summary": to_data(analysis.summary),
+        "hosts": to_data(analysis.hosts),
+        "communicators": to_data(analysis.communicators),
+        "connections": to_data(analysis.connections),
+    }
+
+
+def cases() -> list[Path]:
+    return sorted(p for p in FIXTURES.glob("*.log") if p.with_suffix(".json").exists())
+
+
+if __name__ == "__main__":
+    for log in sorted(FIXTURES.glob("*.log")):
+        if log.name.startswith("not_nccl"):
+            continue
+        log.with_suffix(".json").write_text(json.dumps(golden_view(log), indent=1) + "\n")
+        print("wrote", log.with_suffix(".json").name)

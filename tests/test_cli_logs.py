@@ -1,0 +1,53 @@
+"""``topodoc logs`` as users run it: several files, stdin, --json, and a file that is not an NCCL log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+
+
+def _topodoc(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "topodoc", "logs", *args], input=stdin, capture_output=True)
+
+
+def test_multi_file_json(tmp_path):
+    lines = (FIXTURES / "ib_2node_gdr_srun.log").read_text().splitlines(keepends=True)
+    node_a = tmp_path / "node-a.log"
+    node_b = tmp_path / "node-b.log"
+    node_a.write_text("".join(line for line in lines if "dgx-a02" not in line))
+    node_b.write_text("".join(line for line in lines if "dgx-a02" in line))
+    run = _topodoc(str(node_a), str(node_b), "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    summary = data["summary"]
+    assert (summary["transport"], summary["gdr"], summary["nnodes"], summary["nranks"]) == ("IB", True, 2, 4)
+    files = {row["evidence"]["file"] for row in data["connections"]}
+    assert files == {str(node_a), str(node_b)}
+    assert [i["name"] for i in data["inputs"]] == [str(node_a), str(node_b)]
+
+
+def test_human_report_starts_with_the_verdict():
+    run = _topodoc(str(FIXTURES / "roce_retry_exceeded_mpirun.log"))
+    assert run.returncode == 0
+    first = run.stdout.decode().splitlines()[0]
+    assert first.startswith("2 nodes") and "RoCE with GPUDirect RDMA" in first and "3 warnings" in first
+    assert "[ib_completion_error]" in run.stdout.decode()
+
+
+def test_stdin_and_not_an_nccl_log():
+    ok = _topodoc("-", stdin=(FIXTURES / "tcpx_gcp_a3.log").read_bytes())
+    assert ok.returncode == 0 and "GPUDirect-TCPX" in ok.stdout.decode()
+    bad = _topodoc("-", stdin=b"epoch 1 loss 2.0\n")
+    assert bad.returncode == 2
+    assert bad.stderr.decode().strip() == "topodoc logs: no NCCL lines found in <stdin>"
+    assert bad.stdout == b""
+
+
+def test_missing_file_is_one_line_and_exit_2(tmp_path):
+    run = _topodoc(str(tmp_path / "nope.log"))
+    assert run.returncode == 2
+    assert len(run.stderr.decode().strip().splitlines()) == 1 and "Traceback" not in run.stderr.decode()

@@ -1,0 +1,169 @@
+"""Behaviour of the NCCL log analyzer on realistic snippets: traps, prefixes, streaming, evidence."""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+import pytest
+
+from topodoc.parsers import nccl_log_scan
+from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze, analyze_text
+from topodoc.parsers.nccl_log_errors import classify
+
+TWO_NODE_IB = """\
+nodeA:100:100 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>
+nodeA:100:100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+nodeA:100:150 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.0.0.1<0>
+nodeA:100:150 [0] NCCL INFO Using network IB
+nodeB:200:200 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.2<0>
+nodeB:200:250 [0] NCCL INFO Using network IB
+nodeA:100:150 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1a000 commId 0x9 - Init START
+nodeA:100:155 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
+nodeA:100:155 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
+nodeB:200:255 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0/GDRDMA
+"""
+
+
+def test_two_node_ib_summary_connections_and_evidence():
+    a = analyze_text(TWO_NODE_IB, "job.log")
+    s = a.summary
+    assert (s.transport, s.gdr, s.gdr_mode, s.nccl_version, s.nnodes) == ("IB", True, "used", "2.21.5", 2)
+    assert s.hcas == ("mlx5_0:1/IB", "mlx5_1:1/IB")
+    send = [c for c in a.connections if c.direction == "send"]
+    assert len(send) == 1 and send[0].channels == 2 and send[0].nic == 1
+    assert (send[0].evidence.file, send[0].evidence.line) == ("job.log", 8)
+    recv = next(c for c in a.connections if c.direction == "receive")
+    assert (recv.rank, recv.peer, recv.host) == (1, 0, "nodeB")  # the receive line names the peer first
+    assert a.ranks[0].bus_id == "0000:1a:00.0"
+
+
+def test_single_process_using_ib_is_not_an_inter_node_transport():
+    text = """\
+solo:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.1.1.1<0>
+solo:1:1 [0] NCCL INFO Using network IB
+solo:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0
+solo:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer
+"""
+    s = analyze_text(text).summary
+    assert s.transport == "none" and s.net_plugin == "IB" and s.gdr is None
+    assert s.intra_node == ("P2P/direct",)
+
+
+def test_no_ib_device_is_an_info_fallback_and_socket_is_the_transport():
+    text = """\
+h1:5:5 [0] NCCL INFO NET/IB : No device found.
+h1:5:5 [0] NCCL INFO NET/Socket : Using [0]eth0:10.2.0.1<0>
+h1:5:6 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
+h2:6:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0
+"""
+    s = analyze_text(text).summary
+    assert s.transport == "Socket" and s.gdr is False
+    (error,) = s.errors
+    assert (error.category, error.level, error.line) == ("no_net_device", "INFO", 1)
+
+
+@pytest.mark.parametrize("decoration", [
+    "", "[rank3]:", "3: ", "[1,3]<stdout>:", "nodeX: ", "(RayWorkerWrapper pid=7, ip=10.9.9.9) ",
+    "  | 2025-05-16T16:39:51.208-07:00 | ", "2024-05-01T10:00:00.123456789Z ", "\x1b[32m",
+])
+def test_launcher_decorations_do_not_change_what_is_read(decoration):
+    text = "".join(decoration + line + "\n" for line in TWO_NODE_IB.splitlines())
+    a = analyze_text(text)
+    assert a.summary.hosts == ("nodeA", "nodeB")
+    assert a.summary.transport == "IB" and len(a.connections) == 2
+
+
+def test_asymmetric_gdr_is_reported_per_host():
+    text = TWO_NODE_IB.replace("[receive] via NET/IB/0/GDRDMA", "[receive] via NET/IB/0")
+    a = analyze_text(text)
+    assert (a.summary.gdr, a.summary.gdr_mode) == (False, "asymmetric")
+    assert {h.name: h.gdr for h in a.hosts} == {"nodeA": True, "nodeB": False}
+
+
+@pytest.mark.parametrize(("line", "status_name"), [
+    ("NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129", "RETRY_EXC_ERR"),
+    ("NET/IB : Got completion from peer 10.0.0.2<1> with error 4, opcode 1, len 0, vendor err 81",
+     "LOC_PROT_ERR"),
+    ("NET/IB: Got completion from peer 10.0.0.2<1> with status=5 opcode=0 len=0 vendor err 249 (Recv) hca x",
+     "WR_FLUSH_ERR"),
+    ("NET/IB: Got completion from peer 1.2.3.4<5> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) "
+     "vendor_err=129 hca mlx5_0", "RETRY_EXC_ERR"),
+])
+def test_completion_errors_across_versions_are_decoded(line, status_name):
+    category, explanation = classify(line)
+    assert category == "ib_completion_error"
+    assert status_name in explanation
+
+
+def test_return_code_chains_benign_3_and_unexplained_2():
+    text = TWO_NODE_IB + "nodeA:100:150 [0] NCCL INFO net.cc:55 -> 3\nnodeB:200:250 [0] NCCL INFO proxy.cc:9 -> 2\n"
+    errors = analyze_text(text).summary.errors
+    assert [(e.category, e.host) for e in errors] == [("system_error", "nodeB")]
+
+
+def test_version_mismatch_names_both_versions():
+    text = TWO_NODE_IB + "nodeB:200:200 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
+    s = analyze_text(text).summary
+    assert s.nccl_versions == ("2.18.1", "2.21.5")
+    (mismatch,) = [e for e in s.errors if e.category == "version_mismatch"]
+    assert "2.18.1" in mismatch.explanation and "2.21.5" in mismatch.explanation
+
+
+def test_same_hostname_on_two_machines_counts_two_nodes():
+    text = TWO_NODE_IB.replace("nodeB", "nodeA")
+    a = analyze_text(text)
+    assert a.summary.hosts == ("nodeA",) and a.summary.nnodes == 2
+    assert a.hosts[0].machines == 2
+
+
+def test_wrapped_and_interleaved_lines_are_reassembled():
+    text = (
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via\n"
+        " NET/IB/0/GDRDMA\n"
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/readn1:3:4 [1] NCCL INFO "
+        "Channel 00/0 : 1[1] -> 0[0] via P2P/IPC/read\n"
+    )
+    a = analyze_text(text)
+    rows = {(c.rank, c.peer, c.transport, c.gdr) for c in a.connections}
+    assert rows == {(0, 1, "NET/IB", True), (0, 1, "P2P/IPC", None), (1, 0, "P2P/IPC", None)}
+    assert {c.host for c in a.connections} == {"n1"}
+
+
+def test_truncated_flag_does_not_claim_gdr_either_way():
+    a = analyze_text("n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDR")
+    assert a.connections[0].gdr is None and a.summary.gdr is None
+
+
+def test_invalid_utf8_and_chunk_boundaries_keep_line_numbers(monkeypatch):
+    noise = b"step \xff\xfe loss 1.0\n" * 3000
+    data = noise + TWO_NODE_IB.encode() + noise + b"nodeA:100:150 [0] foo.cc:1 NCCL WARN Cuda failure 'x'\n"
+    whole = analyze([("x.log", io.BytesIO(data))])
+    monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 97)
+    chunked = analyze([("x.log", io.BytesIO(data))])
+    assert chunked == whole
+    assert whole.errors[0].line == 3000 + 10 + 3000 + 1
+    assert whole.inputs[0].lines == 6011
+
+
+def test_gzip_and_several_inputs_keep_their_names(tmp_path):
+    first, second = TWO_NODE_IB.splitlines(keepends=True)[:6], TWO_NODE_IB.splitlines(keepends=True)[6:]
+    (tmp_path / "a.log").write_text("".join(first))
+    with gzip.open(tmp_path / "b.log.gz", "wt") as out:
+        out.write("".join(second))
+    a = analyze([str(tmp_path / "a.log"), str(tmp_path / "b.log.gz")])
+    assert a.summary.transport == "IB"
+    assert {c.evidence.file for c in a.connections} == {str(tmp_path / "b.log.gz")}
+    assert a.connections[0].evidence.line in (2, 3, 4)
+
+
+def test_not_an_nccl_log_raises():
+    with pytest.raises(NoNcclLinesError, match="no NCCL lines found"):
+        analyze_text("epoch 1 loss 2.0\nepoch 2 loss 1.5\n", "train.log")
+
+
+def test_missing_or_broken_input_raises_input_error(tmp_path):
+    (tmp_path / "bad.gz").write_bytes(b"\x1f\x8b not gzip")
+    for path in (str(tmp_path / "missing.log"), str(tmp_path / "bad.gz")):
+        with pytest.raises(LogInputError, match=path.split("/")[-1]):
+            analyze([path])
