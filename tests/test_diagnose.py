@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -27,6 +28,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@functools.cache
 def host_report(name: str):
     snapshot = load_snapshot(str(HOSTS / name / "recording.tar.gz"))
     return evaluate(Facts(snapshot=snapshot, topology=derive(snapshot)), RULES)
@@ -151,12 +153,17 @@ def test_explain_prints_the_doc():
     assert "ECAP_ACS+0x6.w=0000" in out.stdout
 
 
+@functools.cache
+def dgx_snapshot():
+    return load_snapshot(str(HOSTS / "dgx-a100" / "recording.tar.gz"))
+
+
 @pytest.mark.parametrize("log", sorted(p.name for p in (ROOT / "fixtures" / "logs").glob("*.log")))
 def test_every_log_fixture_diagnoses_without_internal_errors(log):
     from topodoc.parsers.nccl_log import analyze
 
     analysis = analyze([str(ROOT / "fixtures" / "logs" / log)])
-    dgx = load_snapshot(str(HOSTS / "dgx-a100" / "recording.tar.gz"))
+    dgx = dgx_snapshot()
     for facts in (Facts(logs=analysis), Facts(snapshot=dgx, logs=analysis)):
         assert evaluate(facts, RULES).errors == ()
 

@@ -18,7 +18,8 @@ nodeA:100:150 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; O
 nodeA:100:150 [0] NCCL INFO Using network IB
 nodeB:200:200 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.2<0>
 nodeB:200:250 [0] NCCL INFO Using network IB
-nodeA:100:150 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1a000 commId 0x9 - Init START
+nodeA:100:150 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1a000 \
+commId 0x9 - Init START
 nodeA:100:155 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
 nodeA:100:155 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
 nodeB:200:255 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/IB/0/GDRDMA
@@ -97,7 +98,8 @@ def test_completion_errors_across_versions_are_decoded(line, status_name):
 
 
 def test_return_code_chains_benign_3_and_unexplained_2():
-    text = TWO_NODE_IB + "nodeA:100:150 [0] NCCL INFO net.cc:55 -> 3\nnodeB:200:250 [0] NCCL INFO proxy.cc:9 -> 2\n"
+    chains = "nodeA:100:150 [0] NCCL INFO net.cc:55 -> 3\nnodeB:200:250 [0] NCCL INFO proxy.cc:9 -> 2\n"
+    text = TWO_NODE_IB + chains
     errors = analyze_text(text).summary.errors
     assert [(e.category, e.host) for e in errors] == [("system_error", "nodeB")]
 

@@ -49,7 +49,8 @@ def test_arbitrary_bytes_never_crash(data):
 @SETTINGS
 @given(st.lists(st.sampled_from(FIXTURE_LINES), max_size=60), st.data())
 def test_interleavings_and_truncations_of_real_lines(lines, draw):
-    cut = [line[: draw.draw(st.integers(0, len(line)))] if draw.draw(st.booleans()) else line for line in lines]
+    cut = [line[: draw.draw(st.integers(0, len(line)))] if draw.draw(st.booleans()) else line
+           for line in lines]
     data = b"\n".join(cut)
     _assert_supported(_run(data), data)
 

@@ -40,8 +40,8 @@ class LogError:
 
     ``category`` is one of :data:`ERROR_CATEGORIES`; ``level`` is what the line says (``WARN``,
     ``ERROR``, ``INFO``) or ``derived`` for a finding computed across lines (version mismatch).
-    ``count`` is how many lines said the same thing (same category and message); ``line``/``text``
-    are the first of them.
+    ``count`` is how many lines said the same thing (same category, same message once numbers are
+    masked); an INFO line a process repeats verbatim counts once. ``line``/``text`` are the first.
     """
 
     category: str

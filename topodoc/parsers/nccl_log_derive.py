@@ -106,8 +106,8 @@ def intra_node(state: LogState, conns: tuple[Connection, ...]) -> tuple[str, ...
     return tuple(sorted(kinds))
 
 
-def decide_transport(state: LogState, conns, nnodes: int | None):
-    """(transport, net plugin name, libfabric provider, evidence)."""
+def decide_transport(state: LogState, conns, nnodes: int | None, nodes_ev: tuple[Evidence, ...] = ()):
+    """(transport, net plugin name, libfabric provider, evidence). ``none`` needs proof of one node."""
     net = Counter(c.transport[4:] for c in conns if c.transport.startswith("NET/"))
     provider = state.ofi.get("provider")
     provider_name = provider[0] if provider else None
@@ -118,8 +118,7 @@ def decide_transport(state: LogState, conns, nnodes: int | None):
     selected = max(state.networks.items(), key=lambda kv: kv[1][0]) if state.networks else None
     plugin = selected[0] if selected else None
     if nnodes == 1:
-        ev = (selected[1][1],) if selected else ()
-        return "none", plugin, provider_name, ev
+        return "none", plugin, provider_name, nodes_ev
     if selected is None:
         return None, None, provider_name, ()
     evidence = (selected[1][1],) + _device_evidence(state)

@@ -16,7 +16,6 @@ from topodoc.parsers import nccl_log_errors as errors
 from topodoc.parsers.nccl_log_prefix import Record
 from topodoc.parsers.nccl_log_state import LogState, RankEntry
 
-RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted, so memory stays bounded
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(?:uverbs\d+:)?(\d+)(?::\d*)*/(\w+)")

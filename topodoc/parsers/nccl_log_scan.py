@@ -27,7 +27,8 @@ _NL = b"\n"
 # " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs a pass in C)
 _KEYWORDS = (b"NCCL", b" Pid ")
 _OLD_KEYWORDS = (b"NCCL", b" Pid ", b"] INFO ", b"] WARN ")
-_TREE_WORDS = (b"Tree", b"Pattern ", b" ", b"NVLS Head", b"NVLS Trees")
+# first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
+_HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
 _CONN_WORDS = (b"Channel", b"Ring")
 _WANTED_START = (
@@ -80,11 +81,9 @@ class Scanner:
         conns, partial = self.state.conn_raw, None  # partial: first record of a line holding several
         for i in range(1, len(pieces)):
             piece = pieces[i]
-            if piece.startswith(_TREE_WORDS):
-                if piece.count(_NL) == 1:
-                    continue  # tree/graph lines: counted, nothing to learn
-            elif piece.startswith(b"Ring ") and piece.count(b" -> ") == 2 and piece.count(_NL) == 1:
-                continue  # "Ring 00 : 3 -> 0 -> 1": ring order, not a connection
+            kind = _HEADS.get(piece[:4])
+            if kind is not None and piece.count(_NL) == 1 and (kind or piece.count(b" -> ") == 2):
+                continue  # tree/graph lines, and "Ring 00 : 3 -> 0 -> 1" (ring order): nothing to learn
             nl = piece.find(_NL)
             if nl < 0:
                 partial = i if partial is None else partial

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from topodoc.logmodel import Evidence
+from topodoc.logmodel import Evidence, NetDevice
 
 SEEN_LIMIT = 65536
 Proc = tuple  # (host or None, pid or None)
@@ -42,10 +42,10 @@ class LogState:
     versions: dict[Proc, tuple[str, Evidence]] = field(default_factory=dict)
     bare_versions: list[tuple[str, Evidence]] = field(default_factory=list)
     cuda_driver: dict[int, Evidence] = field(default_factory=dict)
-    networks: dict[str, list] = field(default_factory=dict)  # name -> [count, first evidence]
+    networks: dict[str, list] = field(default_factory=dict)  # name -> [processes that said it, first line]
     plugins: dict[str, Evidence] = field(default_factory=dict)  # "loaded:NAME", "p2p:IBext", ...
     ofi: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # provider/fabric/version
-    devices: dict[tuple, object] = field(default_factory=dict)  # (host, role, name, ...) -> NetDevice
+    devices: dict[tuple, NetDevice] = field(default_factory=dict)  # (host, role, name, index, address)
     addresses: dict[str | None, dict[str, Evidence]] = field(default_factory=dict)  # host -> ip -> ev
     gdr_lines: dict[tuple, Evidence] = field(default_factory=dict)  # (host, enabled) -> evidence
     ring_gdr: dict[tuple, Evidence] = field(default_factory=dict)  # (host, pxn, gdr) -> evidence
@@ -58,7 +58,8 @@ class LogState:
     errors: dict[tuple, ErrorEntry] = field(default_factory=dict)
     chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)  # last "-> N" per process
     warned: set = field(default_factory=set)  # processes that printed a WARN
-    conn_raw: dict[tuple, list] = field(default_factory=dict)  # (who, rest) -> [count, evidence]
+    # (prefix "host:pid:tid [dev]", text after "Channel NN/N : ") -> [lines, first evidence]
+    conn_raw: dict[tuple[bytes, bytes], list] = field(default_factory=dict)
     procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit

@@ -38,21 +38,24 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     conns = connections(state)
     ranks = _ranks(state)
     hosts = _hosts(state, conns, ranks)
-    nnodes, nodes_ev = _nnodes(state, hosts, ranks)
-    transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes)
+    nnodes, nodes_ev = _nnodes(state, hosts, ranks, conns)
+    transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes, nodes_ev)
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
     env = env_settings(state)
     errs = _errors(state, versions, env)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
+    driver = max(state.cuda_driver, default=None)
+    evidence = {"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}
+    evidence.update(_more_evidence(state, conns, ranks, plugin, driver))
     summary = LogSummary(
         transport=transport, net_plugin=plugin, libfabric_provider=provider, gdr=gdr, gdr_mode=gdr_mode,
-        nccl_version=version, nccl_versions=versions, cuda_driver_version=_most(state.cuda_driver),
+        nccl_version=version, nccl_versions=versions, cuda_driver_version=driver,
         nranks=max((r.nranks for r in ranks), default=None) or _test_nranks(state), nnodes=nnodes,
         local_ranks=max((r.local_ranks or 0 for r in ranks), default=0) or None,
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
         errors=errs, env={e.name: e.value for e in env},
-        evidence=_drop_empty({"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}),
+        evidence=_drop_empty(evidence),
         notes=_notes(state),
     )
     return LogAnalysis(
@@ -72,8 +75,25 @@ def _drop_empty(values: dict[str, tuple[Evidence, ...]]) -> dict[str, tuple[Evid
     return {k: v for k, v in values.items() if v}
 
 
-def _most(values: dict[int, Evidence]) -> int | None:
-    return min(values) if len(values) == 1 else (max(values) if values else None)
+def _more_evidence(state: LogState, conns, ranks, plugin: str | None, driver: int | None) -> dict:
+    """The first line behind each remaining summary field (net plugin, HCAs, intra-node kinds, ...)."""
+    kinds: dict[str, Evidence] = {}
+    for c in conns:
+        if not c.transport.startswith("NET/") and c.evidence:
+            kinds.setdefault(c.transport, c.evidence)
+        if c.proxy_rank is not None and c.evidence:
+            kinds.setdefault("PXN", c.evidence)
+    if state.nvls:
+        kinds["NVLS"] = next(iter(state.nvls.values()))
+    hcas = [d.evidence for d in state.devices.values() if d.role == "hca" and d.evidence]
+    world = max(ranks, key=lambda r: r.nranks, default=None)
+    return {
+        "net_plugin": (state.networks[plugin][1],) if plugin in state.networks else (),
+        "hcas": tuple(dict.fromkeys(hcas))[:4],
+        "intra_node": tuple(kinds.values()),
+        "cuda_driver_version": (state.cuda_driver[driver],) if driver is not None else (),
+        "nranks": (world.evidence,) if world and world.evidence else (),
+    }
 
 
 def _int(fields: dict[str, str], *names: str) -> int | None:
@@ -151,14 +171,24 @@ def _host_gdr(conns, name: str) -> bool | None:
     return flags.pop() if len(flags) == 1 else (None if not flags else False)
 
 
-def _nnodes(state: LogState, hosts, ranks) -> tuple[int | None, tuple[Evidence, ...]]:
+def _nnodes(state: LogState, hosts, ranks, conns) -> tuple[int | None, tuple[Evidence, ...]]:
+    """Nodes from NCCL's own counts (nNodes, nranks / localRanks) and from the machines seen. Machines
+    seen alone are only a lower bound when the log shows some ranks of a bigger communicator."""
     candidates: list[tuple[int, Evidence | None]] = [(n, ev) for n, ev in state.nnodes.items()]
-    if hosts:
-        candidates.append((sum(h.machines for h in hosts), None))
     size = _world(ranks)
     world = [r for r in ranks if r.nranks == size and r.local_ranks]
     if world and world[0].nranks % world[0].local_ranks == 0:
         candidates.append((world[0].nranks // world[0].local_ranks, world[0].evidence))
+    seen = sum(h.machines for h in hosts)
+    complete = bool(size) and (seen == size or len({r.rank for r in ranks if r.nranks == size}) == size)
+    tests = state.test_ranks  # nccl-tests lists every rank with its host
+    if tests and len(tests) == max(tests) + 1:
+        candidates.append((len({host for host, _pid, _ev in tests.values()}), tests[0][2]))
+    if seen and (candidates or complete):
+        candidates.append((seen, None))
+    net = [c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence]
+    if net and not candidates:
+        return None, ()  # network connections prove "more than one", not how many
     if not candidates:
         return None, ()
     best = max(n for n, _ev in candidates)
