@@ -52,6 +52,7 @@ class Scanner:
     def __init__(self, state: LogState, name: str) -> None:
         self.state, self.name = state, name
         self.lines = self.nccl = self.size = 0
+        self.seen_info = False  # a " NCCL INFO " record was seen: NCCL 2.1's "[0] INFO" form is off
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
         self.repeats: set[tuple[bytes, bytes]] = set()
@@ -75,8 +76,9 @@ class Scanner:
 
     def _block(self, block: bytes) -> None:
         pieces = block.split(_INFO)
-        self._between(pieces[0], 0, self.lines + 1, _KEYWORDS if self.nccl else _OLD_KEYWORDS)
+        self._between(pieces[0], 0, self.lines + 1, _KEYWORDS if self.seen_info else _OLD_KEYWORDS)
         self.nccl += len(pieces) - 1
+        self.seen_info = self.seen_info or len(pieces) > 1
         counter = _LineCounter(pieces, self.lines)
         conns, partial = self.state.conn_raw, None  # partial: first record of a line holding several
         for i in range(1, len(pieces)):

@@ -11,7 +11,7 @@ facts are absent as :class:`Skipped`, and turns an exception inside a rule into 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -90,15 +90,16 @@ class Report:
 class Facts:
     """Everything a rule may read; each part is optional.
 
-    ``topology`` is the derived topology of ``snapshot``, ``logs`` a parsed NCCL log analysis, and
-    ``nccl_tests`` a measured-vs-expected comparison of nccl-tests output (from the bandwidth model).
+    ``snapshot`` is a :class:`~topodoc.model.Snapshot`, ``topology`` its derived
+    :class:`~topodoc.topology.Topology`, ``logs`` a :class:`~topodoc.logmodel.LogAnalysis`, and
+    ``nccl_tests`` the tuple of :class:`~topodoc.bandwidth.compare.Comparison` that ``compare_run``
+    made from ``--nccl-tests`` output against this machine's bandwidth model.
     """
 
     snapshot: Snapshot | None = None
     topology: Any = None
     logs: Any = None
     nccl_tests: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 NEEDS = {
