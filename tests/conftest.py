@@ -1,15 +1,61 @@
-"""Shared test helpers: build small machine trees on disk (sysfs/procfs under a root) for the probe."""
+"""Shared test helpers: small machine trees on disk (sysfs/procfs under a root) for the probe, and the
+CLI run in this process (``run_cli``) or as a real ``python -m topodoc`` subprocess (``run_cli_process``).
+
+Speed: temporary files go to ``/dev/shm`` when TMPDIR is unset and it is a writable tmpfs (replaying a
+recording writes a few thousand small files; on a journaled disk that is most of the suite's system
+time), and in-process CLI runs share the per-process cache of extracted recordings
+(``topodoc.probe.record``). Every command keeps at least one real subprocess test.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 NVML_TAPES = REPO / "fixtures" / "probe" / "nvml"
+SHM = "/dev/shm"
+
+if "TMPDIR" not in os.environ and os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK):
+    os.environ["TMPDIR"] = SHM  # inherited by the subprocess CLI runs too
+    tempfile.tempdir = None  # recomputed from TMPDIR on next use
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a test reads from a CLI run, spelled like ``subprocess.CompletedProcess``."""
+
+    returncode: int
+    stdout: str | bytes
+    stderr: str | bytes
+
+
+def run_cli(*args: str, input: str | bytes | None = None, env: dict | None = None, text: bool = True):
+    """``python -m topodoc ARGS`` in this process through click's CliRunner: the same exit code, stdout
+    and stderr; an exception a real run would print as a traceback is raised here instead."""
+    from click.testing import CliRunner
+
+    from topodoc.cli import main
+
+    runner = CliRunner()
+    result = runner.invoke(main, list(args), input=input, env=env, catch_exceptions=False,
+                           prog_name="python -m topodoc")
+    if text:
+        return CliResult(result.exit_code, result.stdout, result.stderr)
+    return CliResult(result.exit_code, result.stdout_bytes, result.stderr_bytes)
+
+
+def run_cli_process(*args: str, input=None, env: dict | None = None, text: bool = True, timeout: float = 120):
+    """``python -m topodoc ARGS`` as a real subprocess."""
+    return subprocess.run([sys.executable, "-m", "topodoc", *args], input=input, capture_output=True,
+                          text=text, env=env, timeout=timeout, check=False)
 
 
 def make_tree(root: Path, files: dict[str, str | bytes], links: dict[str, str] | None = None) -> Path:

@@ -15,13 +15,14 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
 
 def golden_view(path: Path) -> dict:
-    """Summary, hosts, communicators and the connection table of one fixture, named by its file name."""
+    """Summary, hosts, communicators, plugins and connection table of one fixture, named by its file name."""
     with path.open("rb") as stream:
         analysis = analyze([(path.name, stream)])
     return {
         "summary": to_data(analysis.summary),
         "hosts": to_data(analysis.hosts),
         "communicators": to_data(analysis.communicators),
+        "plugins": to_data(analysis.plugins),
         "connections": to_data(analysis.connections),
     }
 

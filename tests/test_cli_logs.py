@@ -51,3 +51,14 @@ def test_missing_file_is_one_line_and_exit_2(tmp_path):
     run = _topodoc(str(tmp_path / "nope.log"))
     assert run.returncode == 2
     assert len(run.stderr.decode().strip().splitlines()) == 1 and "Traceback" not in run.stderr.decode()
+
+
+def test_plugin_fallback_is_shown_with_its_reason():
+    run = _topodoc(str(FIXTURES / "ofi_init_failed_socket_fallback_p4d.log"))
+    out = run.stdout.decode()
+    assert run.returncode == 0 and out.startswith("2 nodes") and "TCP sockets" in out.splitlines()[0]
+    plugins = out.split("Plugins\n", 1)[1].split("\n\n", 1)[0]
+    assert "aws-ofi-nccl" in plugins and "(aws-ofi-nccl initialization failed)" in plugins
+    data = json.loads(_topodoc(str(FIXTURES / "ofi_init_failed_socket_fallback_p4d.log"), "--json").stdout)
+    assert [(p["name"], p["status"], p["selected"]) for p in data["plugins"] if p["kind"] == "net"] == [
+        ("aws-ofi-nccl", "failed", False)]

@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli, run_cli_process
 from test_topology_shapes import Box, bridge_pairs, nvswitch, vm_flat
 
 from topodoc.report.diagram import render_dot, render_mermaid
@@ -20,9 +19,11 @@ HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 SHAPES = sorted(p.parent.name for p in HOSTS.glob("*/recording.tar.gz"))
 
 
-def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topodoc", "diagram", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+def run(*args: str, env: dict | None = None, real: bool = False):
+    """``topodoc diagram ARGS``: a real subprocess when ``real`` or given an environment, else in-process."""
+    if real or env is not None:
+        return run_cli_process("diagram", *args, env=env)
+    return run_cli("diagram", *args)
 
 
 def test_dot_draws_sockets_switches_gpus_nics_and_the_nvswitch():
@@ -92,6 +93,6 @@ def test_cli_svg_with_graphviz(tmp_path):
 
 
 def test_cli_bad_source_is_one_line_and_exit_2(tmp_path):
-    done = run("--from", str(tmp_path / "missing.tar.gz"))
+    done = run("--from", str(tmp_path / "missing.tar.gz"), real=True)
     assert done.returncode == 2
     assert done.stderr.startswith("topodoc diagram: ") and done.stderr.count("\n") == 1

@@ -158,6 +158,79 @@ def test_degraded_variant_differs_from_the_base_in_its_fact(variant, fact):
     assert not fact(snapshot("dgx-a100"))
 
 
+@pytest.mark.parametrize(
+    ("variant", "fact"),
+    [
+        ("nic-rate", lambda s: next(n for n in s.nics if n.name == "mlx5_3").ports[0].rate_gbps == 200),
+        ("nvswitch-incomplete", lambda s: not any(link.active for link in s.gpus[6].nvlinks)),
+    ],
+)
+def test_degraded_hgx_differs_from_the_base_in_its_fact(variant, fact):
+    assert fact(snapshot(f"hgx-h100-degraded-{variant}"))
+    assert not fact(snapshot("hgx-h100-8x400g-ib"))
+
+
+def test_gb200_tray_is_one_fabric_clique_with_off_host_switches():
+    snap = snapshot("gb200-nvl72-tray")
+    assert {(g.fabric.state, g.fabric.clique_id) for g in snap.gpus} == {("completed", 32766)}
+    assert len({g.fabric.cluster_uuid for g in snap.gpus}) == 1
+    for gpu in snap.gpus:
+        assert [(link.active, link.remote_type, link.remote_pci_address) for link in gpu.nvlinks] == [
+            (True, "switch", None)
+        ] * 18
+    assert snap.host.cpu_vendor == "0x41" and snap.host.logical_cpus == 144
+
+
+def test_dgx1_mesh_gives_each_v100_six_links_to_four_peers():
+    snap = snapshot("dgx1-v100-hybrid-cube-mesh")
+    at = {g.pci_address: g.index for g in snap.gpus}
+    for gpu in snap.gpus:
+        peers = [at[link.remote_pci_address] for link in gpu.nvlinks if link.active]
+        assert len(peers) == 6 and len(set(peers)) == 4
+
+
+def test_regen_describes_each_kind_of_change():
+    import regen
+
+    assert regen.describe("expected-matrix.txt", "a\nb\n", "a\nb\n") == ""
+    assert regen.describe("expected-matrix.txt", None, "a\n") == "expected-matrix.txt: new"
+    assert regen.describe("expected-matrix.txt", "a\nb\nc\n", "a\nB\n") == "expected-matrix.txt: +1 -2 lines"
+    before = json.dumps({"findings": {"ib-port-down": "error", "rails-shared": "info"}})
+    after = json.dumps({"findings": {"ib-port-down": "warning", "acs-on-p2p-path": "error"}})
+    assert regen.describe("expected-findings.json", before, after) == (
+        "expected-findings.json: +acs-on-p2p-path (error) +ib-port-down (warning) -rails-shared"
+    )
+
+
+def test_regen_check_passes_on_a_current_host_and_flags_a_stale_golden(tmp_path):
+    import regen
+
+    assert regen.check("hgx-h100-degraded-nic-rate") == []
+    folder = tmp_path / "dgx1-v100-hybrid-cube-mesh"
+    folder.mkdir()
+    for name in ("recording.tar.gz", "README.md", "expected-matrix.json", "expected-matrix.txt",
+                 "expected-bandwidth.json"):
+        (folder / name).write_bytes((HOSTS / folder.name / name).read_bytes())
+    (folder / "expected-findings.json").write_text('{"findings": {}}\n')
+    stale = regen.stale_goldens(folder)
+    assert list(stale) == ["expected-findings.json"]
+    assert stale["expected-findings.json"][0] == (
+        "expected-findings.json: +gpu-p2p-via-cpu (warning) +rails-shared (info)"
+    )
+
+
+def test_regen_cli_check_on_one_host():
+    run = subprocess.run(
+        [sys.executable, str(HOSTS / "regen.py"), "--check", "gb200-nvl72-tray"],
+        capture_output=True, text=True, check=False,
+    )
+    assert (run.returncode, run.stdout) == (0, "every golden is up to date\n"), run.stderr
+    bad = subprocess.run(
+        [sys.executable, str(HOSTS / "regen.py"), "--check", "no-such-host"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "no host named no-such-host" in bad.stderr
+
+
 def test_examples_command_lists_every_recording_with_its_why():
     run = subprocess.run(
         [sys.executable, "-m", "topodoc", "examples", "--json"], capture_output=True, text=True, check=False

@@ -169,3 +169,109 @@ def test_missing_or_broken_input_raises_input_error(tmp_path):
     for path in (str(tmp_path / "missing.log"), str(tmp_path / "bad.gz")):
         with pytest.raises(LogInputError, match=path.split("/")[-1]):
             analyze([path])
+
+
+@pytest.mark.parametrize(("line", "kind", "name", "status", "version"), [
+    ("NET/Plugin : No plugin found (libnccl-net.so), using internal implementation", "net", "libnccl-net.so",
+     "not_found", None),
+    ("NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared object file: "
+     "No such file or directory", "net", "libnccl-net.so", "not_found", None),
+    ("NET/Plugin: Plugin load returned 2 : libnccl-net-ofi.so: undefined symbol: fi_getinfo when loading "
+     "libnccl-net-ofi.so", "net", "libnccl-net-ofi.so", "failed", None),
+    ("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", "net", "libnccl-net.so",
+     "not_found", None),
+    ("TUNER/Plugin: Could not find: libnccl-tuner.so. Using internal tuner plugin.", "tuner",
+     "libnccl-tuner.so", "not_found", None),
+    ("PROFILER/Plugin: Could not find: libnccl-profiler.so.", "profiler", "libnccl-profiler.so", "not_found",
+     None),
+    ("NET/Plugin: Loaded net plugin FasTrak (v8)", "net", "FasTrak", "loaded", "v8"),
+    ("NET/Plugin: Loaded coll plugin SHARP (v6)", "coll", "SHARP", "loaded", "v6"),
+    ("NET/OFI Initializing aws-ofi-nccl 1.9.1-aws", "net", "aws-ofi-nccl", "loaded", "1.9.1-aws"),
+    ("NET/gIB : Initializing gIB v1.0.3", "net", "gIB", "loaded", "v1.0.3"),
+    ("NET/GPUDirectTCPX ver. 3.1.8.", "net", "GPUDirectTCPX", "loaded", "3.1.8"),
+    ("P2P plugin IBext_v8", "net", "IBext_v8", "loaded", None),
+    ("Failed to initialize NET plugin IBext_v10", "net", "IBext_v10", "failed", None),
+    ("No network plugin found.", "net", "libnccl-net.so", "not_found", None),
+])
+def test_plugin_lines_of_every_era_fill_the_plugin_table(line, kind, name, status, version):
+    a = analyze_text(f"h1:5:5 [0] NCCL INFO {line}\n")
+    (plugin,) = a.plugins
+    assert (plugin.kind, plugin.name, plugin.status, plugin.version) == (kind, name, status, version)
+    assert plugin.evidence.line == 1
+
+
+def test_a_symbol_probe_then_an_older_api_is_one_loaded_plugin():
+    text = ("h1:5:5 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.\n"
+            "h1:5:5 [0] NCCL INFO NET/Plugin: Loaded net plugin IBext_v7 (v7)\n")
+    (plugin,) = analyze_text(text).plugins
+    assert (plugin.name, plugin.status, plugin.version, plugin.failure) == ("IBext_v7", "loaded", "v7", None)
+    assert not analyze_text(text).errors
+
+
+def test_a_loaded_plugin_that_carries_no_traffic_is_a_plugin_error():
+    text = TWO_NODE_IB.replace(
+        "nodeA:100:150 [0] NCCL INFO Using network IB\n",
+        "nodeA:100:150 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.9.1-aws\n"
+        "nodeA:100:150 [0] NCCL INFO Using network IB\n",
+    )
+    a = analyze_text(text)
+    (ofi,) = [p for p in a.plugins if p.name == "aws-ofi-nccl"]
+    assert (ofi.status, ofi.selected) == ("loaded", False)
+    (error,) = [e for e in a.errors if e.category == "plugin_error"]
+    assert (error.level, error.line) == ("derived", 4) and "silently used IB" in error.explanation
+
+
+def test_the_plugin_in_use_is_selected_and_not_an_error():
+    a = analyze_text("n1:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)\n"
+                     "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0\n")
+    assert [(p.name, p.selected) for p in a.plugins] == [("AWS Libfabric", True)] and not a.errors
+
+
+def test_pytorch_last_error_on_the_next_line_is_the_root_cause():
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:268, remote process exited or "
+        "there was a network error, NCCL version 2.21.5\n"
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.\n"
+        "Last error:\n"
+        "NET/IB : Got completion from peer 10.0.0.2<51000> with error 12, opcode 0, len 0, vendor err 129\n"
+    )
+    errors = analyze_text(text).errors
+    assert [(e.category, e.line) for e in errors] == [("remote_error", 1), ("ib_completion_error", 4)]
+    assert errors[1].explanation.startswith("PyTorch printed NCCL's last warning")
+    assert "RETRY_EXC_ERR" in errors[1].explanation
+
+
+def test_a_lone_ncclremoteerror_line_still_counts():
+    text = "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting.\n"
+    assert [e.category for e in analyze_text(text).errors] == ["remote_error"]
+
+
+def test_watchdog_and_tcpx_ctrl_timeouts_are_explained():
+    text = (
+        "[rank1]:[E1218 20:27:21.4 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600081 milliseconds "
+        "before timing out.\n"
+        "a3:1:2 [0] tcpxResult_t tcpxCommProgress(tcpxComm*):1231 NCCL WARN 0x1:0x2, nic 0, eth1, "
+        "10.0.1.1<1><-10.0.1.2<2> rx rx ctrl timeout cnt 5, nanos 10000000585\n"
+    )
+    first, second = analyze_text(text).errors
+    assert (first.category, second.category) == ("timeout", "timeout")
+    assert (second.level, second.host) == ("WARN", "a3")
+    assert "watchdog" in first.explanation and "GPUDirect-TCPX" in second.explanation
+
+
+def test_service_thread_shutdown_info_is_not_a_finding():
+    a = analyze_text("n1:1:2 [0] NCCL INFO [Service thread] Connection closed by localRank 0\n")
+    assert a.errors == ()
+
+
+def test_fast_socket_is_not_reported_as_plain_socket():
+    a = analyze_text("g1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/FastSocket/0\n")
+    assert a.summary.transport == "FastSocket"
+
+
+def test_nccl_2_3_candidate_interfaces_are_one_machine():
+    text = "".join(f"ws3:1:2 [0] NCCL INFO NET : Using interface eth{i}:10.0.{i}.1<0>\n" for i in range(3))
+    (host,) = analyze_text(text).hosts
+    assert (host.machines, len(host.addresses)) == (1, 3)

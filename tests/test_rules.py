@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from topodoc import codec, model
 from topodoc.parsers.nccl_log import analyze
 from topodoc.rules import registry
+from topodoc.rules.bandwidth import nccl_tests_input
 from topodoc.rules.engine import (
     DOC_HEADINGS,
     Evidence,
@@ -44,7 +45,9 @@ def load_case(rule_id: str, case: str) -> Facts:
     snapshot = codec.load(snap_file.read_text()) if snap_file.exists() else None
     log_file = folder / f"{case}.log"
     logs = analyze([str(log_file)]) if log_file.exists() else None
-    return Facts(snapshot=snapshot, logs=logs)
+    tests_file = folder / f"{case}.txt"
+    runs = nccl_tests_input(str(tests_file), tests_file.read_text(), snapshot) if tests_file.exists() else None
+    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs)
 
 
 def cases(kind: str) -> list[tuple[str, str]]:

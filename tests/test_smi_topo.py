@@ -10,7 +10,7 @@ from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
 from topodoc.parsers.smi_topo import SmiTopoParseError, parse
 from topodoc.report.smi_matrix import render
 from topodoc.report.topo import json_data
-from topodoc.topology_reading import read
+from topodoc.topology.reading import read
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "topo").glob("*.txt"))
 

@@ -177,6 +177,39 @@ class LogSummary:
 
 
 @dataclass(frozen=True)
+class PluginInfo:
+    """A plugin NCCL tried to load, and what became of it (REFERENCE.md §1.7-§1.9).
+
+    ``kind``: ``net``, ``coll`` (CollNet, e.g. SHARP), ``tuner`` or ``profiler``. ``name`` is the plugin's
+    own name when the log prints it (``IBext_v8``, ``aws-ofi-nccl``, ``GPUDirectTCPX_v7``, ``gIB``,
+    ``FasTrak``, ``SHARP``), else the library NCCL looked for (``libnccl-net.so``). ``status``:
+
+    - ``loaded``: NCCL (or the plugin itself) said it loaded / initialized;
+    - ``failed``: the library was there but unusable (dlopen error other than "no such file", missing
+      ``ncclNetPlugin_vN`` symbols, or the plugin's own init failed, e.g. aws-ofi-nccl found no provider);
+    - ``not_found``: no such library; NCCL went on with its internal IB/Socket (the normal case when
+      nothing was installed).
+
+    ``selected`` (net plugins): ``True`` when NCCL's chosen network (``Using network`` / ``via NET/<name>``)
+    is this plugin, ``False`` when NCCL chose another network, ``None`` when the log does not say. A net
+    plugin with ``status == "loaded"`` and ``selected is False`` is the silent fallback the
+    ``nccl-socket-fallback`` rule looks for; the analyzer also reports it as a ``plugin_error`` error.
+    ``detail`` keeps the reason NCCL printed (a dlerror, "no eligible providers", ...); ``evidence`` is the
+    first line about this plugin, ``failure`` the first line that shows it failing.
+    """
+
+    kind: str
+    name: str
+    status: str
+    version: str | None = None  # the plugin's release when it prints one, else the API it loaded with ("v7")
+    library: str | None = None
+    selected: bool | None = None
+    detail: str | None = None
+    evidence: Evidence | None = None
+    failure: Evidence | None = None
+
+
+@dataclass(frozen=True)
 class InputStats:
     name: str
     lines: int
@@ -197,3 +230,4 @@ class LogAnalysis:
     devices: tuple[NetDevice, ...] = ()
     env: tuple[EnvSetting, ...] = ()
     errors: tuple[LogError, ...] = ()
+    plugins: tuple[PluginInfo, ...] = ()  # net / coll / tuner / profiler plugins: see PluginInfo

@@ -97,22 +97,17 @@ def _topology(snapshot):
 
 
 def _compare(path: str, snapshot, topology):
-    """nccl-tests measured against the bandwidth model (the input bandwidth rules read)."""
-    from topodoc.parsers.nccl_tests import NcclTestsParseError, parse
+    """The nccl-tests run, where it came from, and how it compares with the bandwidth model."""
+    from topodoc.parsers.nccl_tests import NcclTestsParseError
+    from topodoc.rules.bandwidth import nccl_tests_input
 
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            run = parse(handle.read())
+            return nccl_tests_input(path, handle.read(), snapshot, topology)
     except OSError as err:
         _fail(f"cannot read {path}: {err.strerror or err}")
     except NcclTestsParseError as err:
         _fail(f"{path}: {err}")
-    if topology is None:
-        return None
-    from topodoc.bandwidth.compare import compare_run
-    from topodoc.bandwidth.model import build
-
-    return compare_run(run, build(topology, snapshot))
 
 
 def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:

@@ -63,7 +63,7 @@ def emit_derived(spec: str, as_json: bool) -> None:
         click.echo("\n" + render_derived(topology, diffs), nl=False)
         return
     from topodoc.report.topo import json_data
-    from topodoc.topology_reading import read
+    from topodoc.topology.reading import read
 
     paths: dict[str, dict[str, str]] = {}
     for conn in (*topology.gpu_pairs, *topology.gpu_nic):
@@ -86,7 +86,7 @@ def matrix_from_text(source: str) -> ConnectionMatrix:
 
 def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
     from topodoc.report.topo import json_data, render_text
-    from topodoc.topology_reading import read
+    from topodoc.topology.reading import read
 
     reading = read(matrix)
     if as_json:

@@ -24,7 +24,7 @@ _FLAG = re.compile(r"/[A-Za-z]*|\(PCI\)")
 _COLLNET = re.compile(r"^COLLNET/(.+?)/(\d+)")
 _FAMILIES = (
     ("GPUDirectTCPX", "TCPX"), ("FasTrak", "TCPXO"), ("TCPXO", "TCPXO"), ("gIB", "gIB"), ("IBext", "IBext"),
-    ("Socket", "Socket"),
+    ("FastSocket", "FastSocket"), ("Socket", "Socket"),  # Google's Fast Socket is a TCP plugin of its own
 )
 _DISABLES = {
     ("NCCL_P2P_DISABLE", "1"): "P2P", ("NCCL_IB_DISABLE", "1"): "IB/RoCE verbs transport",
@@ -114,14 +114,15 @@ def decide_transport(state: LogState, conns, nnodes: int | None, nodes_ev: tuple
     if net:
         name = net.most_common(1)[0][0]
         evidence = tuple(c.evidence for c in conns if c.transport == f"NET/{name}" and c.evidence)[:4]
-        return _family(state, name, provider_name), name, provider_name, evidence + _device_evidence(state)
+        evidence += _device_evidence(state, name)
+        return _family(state, name, provider_name), name, provider_name, evidence
     selected = max(state.networks.items(), key=lambda kv: kv[1][0]) if state.networks else None
     plugin = selected[0] if selected else None
     if nnodes == 1:
         return "none", plugin, provider_name, nodes_ev
     if selected is None:
         return None, None, provider_name, ()
-    evidence = (selected[1][1],) + _device_evidence(state)
+    evidence = (selected[1][1],) + _device_evidence(state, plugin)
     return _family(state, plugin, provider_name), plugin, provider_name, evidence
 
 
@@ -142,8 +143,9 @@ def _family(state: LogState, name: str, provider: str | None) -> str:
     return name
 
 
-def _device_evidence(state: LogState) -> tuple[Evidence, ...]:
-    found = [d.evidence for d in state.devices.values() if d.role in ("hca", "socket") and d.evidence]
+def _device_evidence(state: LogState, name: str | None) -> tuple[Evidence, ...]:
+    role = "socket" if name == "Socket" else "hca"
+    found = [d.evidence for d in state.devices.values() if d.role == role and d.evidence]
     provider = state.ofi.get("provider")
     return tuple(dict.fromkeys(found))[:2] + ((provider[1],) if provider else ())
 

@@ -42,18 +42,32 @@ _IB_CQE = re.compile(
 )
 
 _CATALOGUE: tuple[tuple[str, str, str], ...] = (
+    (r"Watchdog caught collective operation timeout", "timeout",
+     "PyTorch's watchdog aborted a collective that ran past the process group timeout (Timeout(ms) in the "
+     "line; 600000 is the 10-minute default). NCCL itself reported nothing yet: one rank stopped entering "
+     "collectives (crash, hang, OOM, a slow data loader) or the network path stalled. Find the rank whose "
+     "last logged sequence number is lowest and read its first error; raise the timeout only for known slow "
+     "steps."),
+    (r"[rt]x ctrl timeout", "timeout",
+     "The GPUDirect-TCPX plugin waited too long for a control message from its peer. A burst of these while "
+     "the first collectives connect means slow connection setup (flow-steering rules being programmed by the "
+     "receive-datapath-manager, RxDM); if they go on during training a peer stalled or the data NICs drop "
+     "traffic. Check the RxDM (tcpx-daemon) container on both nodes and the NCCL_GPUDIRECTTCPX_* settings."),
     (r"Watchdog caught collective operation timeout|timed out|Timeout\(ms\)|[Tt]imeout waiting|"
      r"NCCL timeout|ncclTimeout", "timeout",
      "A collective did not finish in time. Usually one rank stopped (crash, hang, OOM, a straggler in data "
      "loading) or the network path stalled; find the first rank that stopped logging and its first WARN."),
     (r"No device found|No eligible providers|No NIC info|No IP interface found|Failed to initialize any NET"
-     r"|network \S+ not found|no socket interface found|no interface found|No usable listening interface",
+     r"|network \S+ not found|no socket interface found|no interface found|No usable listening interface"
+     r"|call to devices\(\) returned 0 devices|Failed to open libibverbs|output empty list"
+     r"|fi_getinfo\(\) call failed: No data available",
      "no_net_device",
      "NCCL found no usable device for this network and falls back to the next one (usually Socket): check "
      "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
      "NCCL_SOCKET_IFNAME / NCCL_IB_HCA, and NCCL_NET."),
     (r"Connection closed by remote peer|connect to \S+ (?:failed|returned)|Connection refused|"
-     r"socketProgress|Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed",
+     r"socketProgress|Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed|"
+     r"ncclSocketInit|neither AF_INET",
      "socket_error",
      "A TCP socket between ranks failed. Usually another rank exited or crashed first (find the earliest "
      "error across ranks); otherwise a firewall, a wrong NCCL_SOCKET_IFNAME, or ranks running different "
@@ -91,7 +105,7 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "Peer-to-peer between these GPUs is off, so traffic bounces through host memory: check NCCL_P2P_DISABLE "
      "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),
     (r"NET/OFI|Failed to initialize NET plugin|NET/Plugin.*(?:undefined symbol|wrong ELF|incompatible)|"
-     r"Failed to open libibverbs|plugin", "plugin_error",
+     r"Failed to find ncclNetPlugin symbol|NET/GPUDirectTCPX|plugin", "plugin_error",
      "A network plugin failed; NCCL then silently uses the next network (often Socket). Check the plugin's "
      "libraries (aws-ofi-nccl, libfabric, the SHARP plugin) and pin NCCL_NET so a fallback fails loudly."),
 )

@@ -13,6 +13,7 @@ import re
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
 from topodoc.parsers import nccl_log_errors as errors
+from topodoc.parsers import nccl_log_plugins as plugins
 from topodoc.parsers.nccl_log_prefix import Record
 from topodoc.parsers.nccl_log_state import LogState, RankEntry
 
@@ -27,8 +28,6 @@ _KV = re.compile(
 )
 _OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
 _OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
-_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v\d+\)")
-_PLUGIN_NAME = re.compile(r"(?:Initialized|Assigned) NET plugin (\S+)|P2P plugin (\S+)")
 _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
@@ -37,7 +36,8 @@ _ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket"
 _INFO_ERROR_KEYS = (
     "No device found", "No eligible providers", "Affinity for GPU", "P2P is disabled between",
     "Could not enable P2P", "Failed to initialize NET plugin", "undefined symbol", "wrong ELF",
-    "Got completion", "imed out", "Connection closed",
+    "Got completion", "imed out", "Connection closed", "returned 0 devices",
+    "Failed to find ncclNetPlugin symbol",
 )
 
 
@@ -66,7 +66,9 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
     maybe_error = handler is None or word in _ERROR_WORDS
-    if rec.level == "INFO" and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
+    # an INFO line is a finding only when the catalogue knows it
+    if rec.level == "INFO" and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS) and errors.classify(
+            msg):
         _error(state, rec, ev, msg)
 
 
@@ -108,7 +110,9 @@ def _network(state: LogState, name: str, ev: Evidence) -> None:
 def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _BOOTSTRAP.search(rec.msg)
     if found:
-        _device(state, NetDevice(rec.host, "bootstrap", found[1], address=found[2], evidence=ev))
+        # NCCL 2.3 prints every candidate socket interface this way: one host, several addresses
+        role = "socket" if rec.msg.startswith("NET : Using interface") else "bootstrap"
+        _device(state, NetDevice(rec.host, role, found[1], address=found[2], evidence=ev))
         state.note_address(rec.host, found[2], ev)
 
 
@@ -136,6 +140,7 @@ def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
+    _note_plugin(state, rec, ev)
     found = _OFI_PROVIDER.search(rec.msg)
     if found:
         state.ofi.setdefault("provider", (found[1], ev))
@@ -149,6 +154,7 @@ def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
 def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
     family = rec.msg.split(" ", 1)[0].rstrip(":")[4:]
     state.plugins.setdefault(f"family:{family}", ev)
+    _note_plugin(state, rec, ev)
     if "GPU Direct RDMA" in rec.msg:
         _gdr_line(state, rec, ev)
     elif "/RoCE" in rec.msg or "/IB" in rec.msg:  # gIB prints NET/IB-style device lists
@@ -159,14 +165,14 @@ def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _plugin(state: LogState, rec: Record, ev: Evidence) -> None:
-    loaded = _LOADED.search(rec.msg)
-    if loaded:
-        state.plugins.setdefault(f"loaded:{loaded[1]}:{loaded[2]}", ev)
-    named = _PLUGIN_NAME.search(rec.msg)
-    if named:
-        state.plugins.setdefault(f"named:{named[1] or named[2]}", ev)
-    if rec.msg.startswith("Failed to initialize NET plugin"):
-        state.plugins.setdefault("failed:" + rec.msg.split()[-1], ev)
+    _note_plugin(state, rec, ev)
+    if rec.msg.startswith("Assigned NET plugin"):  # 2.27+: the comm's network, like "Using network"
+        _network(state, rec.msg.split()[3], ev)
+
+
+def _note_plugin(state: LogState, rec: Record, ev: Evidence) -> None:
+    env = next((v for (name, v), _ev in state.env.items() if name == "NCCL_NET_PLUGIN"), None)
+    plugins.note(state.plugin_rows, rec.msg, ev, env)
 
 
 def _gdr_line(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -249,6 +255,8 @@ _BY_WORD = {
     "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
     "NET": _bootstrap, "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi,
     "NET/Plugin": _plugin, "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin,
+    "TUNER/Plugin": _plugin, "PROFILER/Plugin": _plugin, "ENV/Plugin": _plugin, "Plugin": _plugin,
+    "No": _plugin, "Initializing": _plugin,
     "GPU": _gdr_line,
     "Connected": _connected, "NVLS": _nvls, "CollNet": _collnet, "Channel": _connection, "Ring": _connection,
     "rank": _comm, "comm": _comm, "ncclCommInitRank": _comm, "ncclCommInitRankConfig": _comm,

@@ -14,6 +14,7 @@ import re
 from typing import BinaryIO
 
 from topodoc.logmodel import Evidence, InputStats
+from topodoc.parsers import nccl_log_errors as errors
 from topodoc.parsers import nccl_log_facts as facts
 from topodoc.parsers import nccl_log_prefix as prefix
 from topodoc.parsers.nccl_log_state import LogState
@@ -23,10 +24,11 @@ CACHE_LIMIT = 16384
 _INFO = b" NCCL INFO "
 _NL = b"\n"
 # what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
-# ProcessGroupNCCL and "NCCL error" lines, nccl-tests' "Pid" lines; while an input has shown no
-# " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs a pass in C)
-_KEYWORDS = (b"NCCL", b" Pid ")
-_OLD_KEYWORDS = (b"NCCL", b" Pid ", b"] INFO ", b"] WARN ")
+# ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
+# an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
+# a pass in C)
+_KEYWORDS = (b"NCCL", b" Pid ", b"rror")  # "rror": ncclRemoteError:, Last error:
+_OLD_KEYWORDS = (*_KEYWORDS, b"] INFO ", b"] WARN ")
 # first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
 _HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
@@ -34,13 +36,18 @@ _CONN_WORDS = (b"Channel", b"Ring")
 _WANTED_START = (
     b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
     b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
-    b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity",
+    b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity", b"TUNER/", b"PROFILER/",
+    b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB",
 )
 _WANTED_ANYWHERE = re.compile(rb"^\S+:\d+ -> \d|Affinity for GPU|[Tt]imed out|Connection closed")
 _TESTS_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)")
 _APP_ERROR = re.compile(
     r"Watchdog caught|NCCL error in|DistBackendError|nccl\w*Error:|Cuda failure|CUDA error:|NCCL WARN"
 )
+_LAST_ERROR = "Last error:"
+_FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code
+_INTERPRETATION = re.compile(r"^\s*nccl\w*Error: ")
+_LAST_ERROR_NOTE = "PyTorch printed NCCL's last warning (ncclGetLastError) as the reason for the failure: "
 _CONTINUATIONS = ("via", "NET/", "P2P/", "SHM", "COLLNET/", "[send]", "[receive]", "direct", "/")
 _PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()]+):\d+:\d+ \[\d+\] ")
 _INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[\w+\])? ->(?!.* via \S)")
@@ -56,6 +63,8 @@ class Scanner:
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
         self.repeats: set[tuple[bytes, bytes]] = set()
+        self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
+        self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
 
     def run(self, stream: BinaryIO) -> InputStats:
         carry = b""
@@ -141,10 +150,11 @@ class Scanner:
 
     def _between(self, data: bytes, start: int, first_number: int, needles: tuple[bytes, ...]) -> None:
         end = data.rfind(_NL) + 1
-        if end <= start or not (self.pending or any(data.find(k, start, end) >= 0 for k in needles)):
+        waiting = self.pending or self.last_error_at >= first_number
+        if end <= start or not (waiting or any(data.find(k, start, end) >= 0 for k in needles)):
             return
         for number, raw in enumerate(data[start:end].split(_NL)[:-1], first_number):
-            if self.pending or any(k in raw for k in needles):
+            if self.pending or number == self.last_error_at or any(k in raw for k in needles):
                 self._general(number, raw)
 
     def _general(self, number: int, raw: bytes) -> None:
@@ -192,9 +202,27 @@ class Scanner:
         if tests:
             self.nccl += 1
             self.state.test_ranks.setdefault(int(tests[1]), (tests[3], int(tests[2]), ev))
+        elif number == self.last_error_at or _LAST_ERROR in text:
+            self._last_error(number, text, ev)
+        elif _INTERPRETATION.match(text) and number - self.framework_error_at <= 2:
+            self.nccl += 1  # "ncclRemoteError: ..." only restates the wrapper line just above it
         elif _APP_ERROR.search(text):
             self.nccl += 1
+            if _FRAMEWORK_ERROR.search(text):
+                self.framework_error_at = number
             facts.handle(self.state, prefix.Record(None, None, None, "ERROR", text.strip()), ev)
+
+    def _last_error(self, number: int, text: str, ev: Evidence) -> None:
+        """PyTorch's ``Last error:`` (the last NCCL WARN text), on the same line or on the next one."""
+        self.nccl += 1
+        reason = text.split(_LAST_ERROR, 1)[1].strip() if _LAST_ERROR in text else text.strip()
+        if not reason:
+            self.last_error_at = number + 1
+            return
+        self.last_error_at = 0
+        category, explanation = errors.classify(reason) or ("other", "read it with the lines around it.")
+        key = "last:" + re.sub(r"\d+", "N", reason)[:160]
+        self.state.note_error(category, "ERROR", ev, _LAST_ERROR_NOTE + explanation, (None, None), key)
 
 
 class _LineCounter:

@@ -43,7 +43,8 @@ class LogState:
     bare_versions: list[tuple[str, Evidence]] = field(default_factory=list)
     cuda_driver: dict[int, Evidence] = field(default_factory=dict)
     networks: dict[str, list] = field(default_factory=dict)  # name -> [processes that said it, first line]
-    plugins: dict[str, Evidence] = field(default_factory=dict)  # "loaded:NAME", "p2p:IBext", ...
+    plugins: dict[str, Evidence] = field(default_factory=dict)  # "sharp", "family:FasTrak", ...
+    plugin_rows: dict[tuple, object] = field(default_factory=dict)  # (kind, key) -> plugins.PluginRow
     ofi: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # provider/fabric/version
     devices: dict[tuple, NetDevice] = field(default_factory=dict)  # (host, role, name, index, address)
     addresses: dict[str | None, dict[str, Evidence]] = field(default_factory=dict)  # host -> ip -> ev

@@ -23,6 +23,7 @@ from topodoc.logmodel import (
     RankInfo,
 )
 from topodoc.parsers import nccl_log_errors as errors
+from topodoc.parsers import nccl_log_plugins as plugin_lines
 from topodoc.parsers.nccl_log_derive import (
     connections,
     decide_gdr,
@@ -43,7 +44,10 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
     env = env_settings(state)
-    errs = _errors(state, versions, env)
+    conn_nets = {c.transport[4:] for c in conns if c.transport.startswith("NET/")}
+    chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
+    plugins = plugin_lines.freeze(state.plugin_rows, chosen)
+    errs = _errors(state, versions, env, plugins, chosen)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
     driver = max(state.cuda_driver, default=None)
     evidence = {"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}
@@ -60,7 +64,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     )
     return LogAnalysis(
         summary=summary, inputs=stats, hosts=hosts, ranks=ranks, communicators=_communicators(state, ranks),
-        connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs,
+        connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs, plugins=plugins,
     )
 
 
@@ -226,7 +230,8 @@ def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
-def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, ...]) -> tuple[LogError, ...]:
+def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, ...], plugins,
+            chosen: set[str]) -> tuple[LogError, ...]:
     out = [
         LogError(e.category, e.level, e.evidence.file, e.evidence.line, e.evidence.text, e.explanation,
                  e.proc[0], e.proc[1], e.count)
@@ -238,6 +243,8 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
             out.append(LogError(found[0], "INFO", ev.file, ev.line, ev.text, found[1], proc[0], proc[1]))
     if len(versions) > 1:
         out.append(_mismatch(state, versions))
+    taken = {(e.file, e.line) for e in out if e.category in ("plugin_error", "no_net_device")}
+    out += plugin_lines.fallback_errors(plugins, chosen, taken)
     for setting in env:
         if setting.disables == "P2P":
             ev = setting.evidence

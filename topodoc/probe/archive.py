@@ -9,6 +9,7 @@ again after extraction by resolving it, so chains of links cannot escape either.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import posixpath
@@ -34,22 +35,33 @@ class Members:
     links: dict[str, str] = field(default_factory=dict)
 
 
-def write_archive(path: str, members: Members) -> int:
-    """Write ``members`` as a gzip tarball at ``path``; returns its size in bytes."""
-    now = int(time.time())
-    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for name in sorted(members.dirs):
-            tar.addfile(_info(name, tarfile.DIRTYPE, now, mode=0o755))
-        for name in sorted(members.files):
-            data = members.files[name]
-            info = _info(name, tarfile.REGTYPE, now, mode=0o644)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name in sorted(members.links):
-            info = _info(name, tarfile.SYMTYPE, now, mode=0o777)
-            info.linkname = members.links[name]
-            tar.addfile(info)
+def write_archive(path: str, members: Members, mtime: int | None = None) -> int:
+    """Write ``members`` as a gzip tarball at ``path``; returns its size in bytes.
+
+    Every member and the gzip header carry ``mtime`` (now when None) and the header names no file,
+    so the same members and ``mtime`` always give the same bytes."""
+    stamp = int(time.time()) if mtime is None else int(mtime)
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=stamp, filename="") as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        _add_members(tar, members, stamp)
     return os.path.getsize(path)
+
+
+def _add_members(tar: tarfile.TarFile, members: Members, mtime: int) -> None:
+    for name in sorted(members.dirs):
+        tar.addfile(_info(name, tarfile.DIRTYPE, mtime, mode=0o755))
+    for name in sorted(members.files):
+        data = members.files[name]
+        info = _info(name, tarfile.REGTYPE, mtime, mode=0o644)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    for name in sorted(members.links):
+        info = _info(name, tarfile.SYMTYPE, mtime, mode=0o777)
+        info.linkname = members.links[name]
+        tar.addfile(info)
 
 
 def _info(name: str, kind: bytes, mtime: int, mode: int) -> tarfile.TarInfo:
@@ -64,8 +76,9 @@ def extract_archive(path: str, dest: str) -> None:
         with tarfile.open(path, "r:*") as tar:
             members = tar.getmembers()
             _check_all(members)
+            ready: set[str] = set()
             for member in members:
-                _extract_one(tar, member, dest)
+                _extract_one(tar, member, dest, ready)
     except (tarfile.TarError, EOFError, OSError) as err:
         raise ArchiveError(f"{path}: not a readable recording archive ({err})") from err
     _verify_links(dest)
@@ -106,11 +119,15 @@ def _check_link(name: str, target: str) -> None:
         raise ArchiveError(f"refusing symlink leaving the archive: {name!r} -> {target!r}")
 
 
-def _extract_one(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: str) -> None:
+def _extract_one(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: str, ready: set[str]) -> None:
+    """Write one member; ``ready`` holds the parent folders already made and checked to lie inside
+    ``dest`` (a folder's real path cannot change later: nothing is ever replaced or removed)."""
     target = os.path.join(dest, member.name)
     parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    _inside(dest, os.path.realpath(parent), member.name)
+    if parent not in ready:
+        os.makedirs(parent, exist_ok=True)
+        _inside(dest, os.path.realpath(parent), member.name)
+        ready.add(parent)
     if member.isdir():
         os.makedirs(target, exist_ok=True)
     elif member.issym():

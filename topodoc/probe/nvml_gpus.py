@@ -15,8 +15,13 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
   ``nvmlDeviceGetPersistenceMode(i)`` -> 0/1, ``nvmlDeviceGetMigMode(i)`` -> [current, pending],
   ``nvmlDeviceGetGpuFabricInfoV(i)`` -> dict (``clusterUuid`` 16 bytes as a list or a string,
   ``status``, ``cliqueId``, ``state``, ``healthMask``)
-- per link ``l`` = 0, 1, ... until InvalidArgument/NotSupported: ``nvmlDeviceGetNvLinkState(i, l)``
-  -> 0/1, and for active links ``nvmlDeviceGetNvLinkVersion(i, l)`` (NVML enum: 5 on A100),
+- ``nvmlDeviceGetFieldValues(i, [91])`` (``NVML_FI_DEV_NVLINK_LINK_COUNT``) -> ``[{"fieldId": 91,
+  "nvmlReturn": 0, "value": 18, ...}]``: the number of links to ask about. When it does not answer
+  (older driver, per-field error, or a tape recorded before it was asked), every link up to
+  ``NVML_NVLINK_MAX_LINKS`` (36) is tried, as NCCL does.
+- per link ``l`` below that count: ``nvmlDeviceGetNvLinkState(i, l)`` -> 0/1 (InvalidArgument or
+  NotSupported: no such link, skipped; holes are allowed), and for active links
+  ``nvmlDeviceGetNvLinkVersion(i, l)`` (NVML enum: 5 on A100),
   ``nvmlDeviceGetNvLinkRemotePciInfo(i, l)`` -> dict with ``busId``,
   ``nvmlDeviceGetNvLinkRemoteDeviceType(i, l)`` -> 0 GPU, 1 IBM NPU, 2 switch, 255 unknown
 - per pair: ``nvmlDeviceGetP2PStatus(a, b, k)`` for k = 0 read, 1 write, 2 NVLink, 3 atomics (literal
@@ -39,7 +44,8 @@ from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, N
 from topodoc.probe.host import NotRecorded, NvmlError
 from topodoc.probe.reading import format_cpulist
 
-MAX_LINKS = 36
+MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 13.615
+NVLINK_LINK_COUNT_FIELD = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
 AFFINITY_WORDS = 16
 GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED = 15, 2, 3
 P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
@@ -191,18 +197,39 @@ def _squash_link_gaps(gaps: list[Gap], start: int, i: int) -> None:
 
 
 def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
-    links = []
-    for link in range(MAX_LINKS):
+    links, absent = [], False
+    for link in range(_link_count(query, i)):
         try:
             state = query.nvml.call("nvmlDeviceGetNvLinkState", i, link)
-        except NvmlError as err:
-            if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-                raise GpuLost() from err
-            if err.code not in (INVALID_ARGUMENT, NOT_SUPPORTED) or isinstance(err, NotRecorded):
+        except NotRecorded as err:
+            # a tape from a recorder that stopped at the first absent link ends right after it
+            if not absent:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
             break
+        except NvmlError as err:
+            if err.code == GPU_IS_LOST:
+                raise GpuLost() from err
+            absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
+            if not absent:
+                query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
+            continue
         links.append(_link(query, i, link, bool(state)))
     return tuple(links)
+
+
+def _link_count(query: Query, i: int) -> int:
+    """Links to ask about: NVML's per-device link count field, else every link NVML can name."""
+    try:
+        answer = query.nvml.call("nvmlDeviceGetFieldValues", i, [NVLINK_LINK_COUNT_FIELD])
+    except NvmlError as err:
+        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
+            raise GpuLost() from err
+        return MAX_LINKS
+    entry = answer[0] if isinstance(answer, list) and answer and isinstance(answer[0], dict) else {}
+    value = entry.get("value")
+    if entry.get("nvmlReturn") != 0 or not isinstance(value, int) or not 0 <= value <= 4 * MAX_LINKS:
+        return MAX_LINKS
+    return value
 
 
 def _link(query: Query, i: int, link: int, active: bool) -> NvLink:

@@ -2,10 +2,15 @@
 
 Only :class:`PynvmlAdapter` touches ``pynvml`` (imported on first use). It swaps GPU indexes for
 handles (both for the pair calls), fills the structs of the functions that take one by reference
-(``nvmlDeviceGetGpuFabricInfoV``), and turns ctypes results into JSON-able values: structures become
-dicts, char arrays strings, other arrays lists. Every ``pynvml.NVMLError`` becomes
+(``nvmlDeviceGetGpuFabricInfoV``), and turns ctypes results into JSON-able values (:func:`plain`):
+structures become dicts, char arrays strings, other arrays lists; ``nvmlDeviceGetFieldValues``
+answers become :func:`field_values` dicts. Every ``pynvml.NVMLError`` becomes
 :class:`~topodoc.probe.host.NvmlError` with its numeric code; no pynvml module at all reads as
-LibraryNotFound (12).
+LibraryNotFound (12); a string NVML returns that is not UTF-8 reads as Unknown (999).
+
+Checked against nvidia-ml-py 13.615.71 (``tests/test_probe_pynvml.py``): pynvml's
+``_PrintableStructure`` decodes ``char[]`` fields strictly on attribute access, so :func:`plain`
+reads fields through the ctypes descriptor and decodes with replacement instead.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from topodoc.probe.host import NvmlError
 
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
+UNKNOWN = 999
 PAIR_CALLS = {"nvmlDeviceGetP2PStatus", "nvmlDeviceGetTopologyCommonAncestor"}
 NO_HANDLE = {
     "nvmlDeviceGetCount",
@@ -24,6 +30,8 @@ NO_HANDLE = {
     "nvmlDeviceGetHandleByPciBusId",
     "nvmlDeviceGetHandleBySerial",
 }
+# nvmlValueType_t -> the member of the c_nvmlValue_t union that holds it (NVML_VALUE_TYPE_*)
+VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 def plain(value):
@@ -31,16 +39,45 @@ def plain(value):
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace").rstrip("\x00")
     if isinstance(value, ctypes.Structure):
-        return {name: plain(getattr(value, name)) for name, *_ in value._fields_}
+        return {name: plain(raw_field(value, name)) for name, *_ in value._fields_}
+    if isinstance(value, ctypes.Union):
+        raise TypeError(f"{type(value).__name__}: a union has no plain value without its type tag")
     if isinstance(value, ctypes.Array):
         if value._type_ is ctypes.c_char:
             return plain(bytes(value))
         return [plain(item) for item in value]
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
-    if hasattr(value, "value") and isinstance(value, ctypes._SimpleCData):
-        return value.value
+    if isinstance(value, ctypes._SimpleCData):
+        return plain(value.value)
     return value
+
+
+def raw_field(struct: ctypes.Structure, name: str):
+    """A struct field as ctypes stores it, bypassing pynvml's strict bytes decoding."""
+    return getattr(type(struct), name).__get__(struct, type(struct))
+
+
+def field_values(values) -> list[dict]:
+    """``nvmlDeviceGetFieldValues`` answers: id, scope, per-field return code and the typed value.
+
+    Timestamps and latencies are left out so a tape holds only what describes the machine."""
+    out = []
+    for entry in values:
+        ret = int(entry.nvmlReturn)
+        member = VALUE_MEMBER.get(int(entry.valueType))
+        value = getattr(entry.value, member) if ret == 0 and member else None
+        out.append({"fieldId": int(entry.fieldId), "scopeId": int(entry.scopeId), "nvmlReturn": ret,
+                    "valueType": int(entry.valueType), "value": value})
+    return out
+
+
+def device_args(fn: str, args: tuple, handle) -> tuple:
+    """``args`` with the leading GPU index (two for the pair calls) replaced by ``handle(index)``."""
+    if not fn.startswith("nvmlDevice") or fn in NO_HANDLE or not args:
+        return tuple(args)
+    count = 2 if fn in PAIR_CALLS else 1
+    return tuple(handle(int(i)) for i in args[:count]) + tuple(args[count:])
 
 
 class PynvmlAdapter:
@@ -60,24 +97,26 @@ class PynvmlAdapter:
     def call(self, fn: str, *args):
         nv = self._module()
         try:
-            return plain(self._dispatch(nv, fn, args))
+            return self._dispatch(nv, fn, args)
         except nv.NVMLError as err:
             raise NvmlError(int(err.value), str(err)) from err
+        except UnicodeDecodeError as err:
+            raise NvmlError(UNKNOWN, f"{fn} returned a string that is not UTF-8") from err
 
     def _dispatch(self, nv, fn: str, args: tuple):
         func = getattr(nv, fn, None)
         if func is None:
             raise NvmlError(FUNCTION_NOT_FOUND, f"pynvml has no {fn}")
-        if fn.startswith("nvmlDevice") and fn not in NO_HANDLE and args:
-            count = 2 if fn in PAIR_CALLS else 1
-            args = tuple(self._handle(nv, i) for i in args[:count]) + tuple(args[count:])
+        args = device_args(fn, args, lambda i: self._handle(nv, i))
         if fn == "nvmlDeviceGetGpuFabricInfoV":
-            info = nv.c_nvmlGpuFabricInfoV_t()
+            info = nv.c_nvmlGpuFabricInfoV_t()  # its constructor sets the struct version
             func(args[0], ctypes.byref(info))
-            return info
-        return func(*args)
+            return plain(info)
+        if fn == "nvmlDeviceGetFieldValues":
+            return field_values(func(args[0], list(args[1])))
+        return plain(func(*args))
 
     def _handle(self, nv, index: int):
         if index not in self._handles:
-            self._handles[index] = nv.nvmlDeviceGetHandleByIndex(int(index))
+            self._handles[index] = nv.nvmlDeviceGetHandleByIndex(index)
         return self._handles[index]

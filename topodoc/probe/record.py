@@ -8,16 +8,23 @@
     nvml.json       the NVML tape (every call's args, return code and value)
     commands.json   each command's argv, stdout, stderr, exit code, timed_out, missing
 
-``open_recording`` extracts safely (see :mod:`topodoc.probe.archive`) into a temporary directory
-that lives as long as the returned Host.
+With ``SOURCE_DATE_EPOCH`` set (reproducible-builds.org), ``recorded_at`` and every timestamp in the
+archive are that instant, so the same machine state always gives the same archive bytes.
+
+``open_recording`` extracts safely (see :mod:`topodoc.probe.archive`) into a temporary directory.
+Each archive is extracted once per process (keyed by the SHA-256 of its bytes; at most
+:data:`CACHE_SIZE` trees kept, removed at exit) and every call gets a fresh Host over that read-only
+tree, so a process that replays the same recording many times (tests, the agent) pays once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +36,8 @@ from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, Tap
 from topodoc.probe.recordfs import RecordingFs
 
 FORMAT = 1
+CACHE_SIZE = 32
+EPOCH_VARIABLE = "SOURCE_DATE_EPOCH"
 
 
 @dataclass(frozen=True)
@@ -53,13 +62,14 @@ def write_recording(
     nvml, runner = RecordingNvml(host.nvml), RecordingRunner(host.runner)
     collect(Host(fs, nvml, runner))
     name = name or _name_from(out_path)
-    meta = _meta(fs, name, redact)
+    epoch = source_date_epoch()
+    meta = _meta(fs, name, redact, epoch)
     members = _members(fs, meta, nvml.tape, runner.tape)
     if redact:
         from topodoc.probe.redact import redact_members
 
         redact_members(members)
-    size = write_archive(str(out_path), members)
+    size = write_archive(str(out_path), members, mtime=epoch)
     return RecordingSummary(
         str(out_path),
         name,
@@ -81,7 +91,18 @@ def _name_from(out_path) -> str:
     return base
 
 
-def _meta(fs: RecordingFs, name: str, redact: bool) -> dict:
+def source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` as an int, None when unset; a value that is not one raises ValueError."""
+    raw = os.environ.get(EPOCH_VARIABLE, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(f"{EPOCH_VARIABLE} must be a whole number of seconds since 1970, got {raw!r}")
+    return int(raw)
+
+
+def _meta(fs: RecordingFs, name: str, redact: bool, epoch: int | None) -> dict:
+    when = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
     unreadable = [
         {"path": path, "reason": reason.value, "detail": detail}
         for path, (reason, detail) in sorted(fs.unreadable.items())
@@ -91,7 +112,7 @@ def _meta(fs: RecordingFs, name: str, redact: bool) -> dict:
         "topodoc_version": __version__,
         "name": name,
         "redacted": redact,
-        "recorded_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "recorded_at": when.replace(microsecond=0).isoformat(),
         "unreadable": unreadable,
     }
 
@@ -120,12 +141,40 @@ def safe_target(link: str, target: str) -> str:
 
 
 def open_recording(path) -> Host:
-    """Extract the recording at ``path`` safely and return a Host that replays it."""
-    workdir = tempfile.TemporaryDirectory(prefix="topodoc-replay-")
-    extract_archive(str(path), workdir.name)
-    host = open_directory(workdir.name, label=str(path))
-    host._workdir = workdir  # the extracted tree lives as long as the Host
-    return host
+    """A Host replaying the recording at ``path`` (extracted safely, once per process)."""
+    directory = _extracted(str(path))
+    return open_directory(directory, label=str(path))
+
+
+_cache: dict[str, tempfile.TemporaryDirectory] = {}
+_cache_lock = threading.Lock()
+
+
+def _extracted(path: str) -> str:
+    key = _digest(path)
+    with _cache_lock:
+        if key not in _cache:
+            workdir = tempfile.TemporaryDirectory(prefix="topodoc-replay-")
+            try:
+                extract_archive(path, workdir.name)
+            except BaseException:
+                workdir.cleanup()
+                raise
+            if len(_cache) >= CACHE_SIZE:
+                _cache.pop(next(iter(_cache))).cleanup()
+            _cache[key] = workdir
+        return _cache[key].name
+
+
+def _digest(path: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as err:
+        raise ArchiveError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
+    return digest.hexdigest()
 
 
 def open_directory(directory, label: str | None = None) -> Host:

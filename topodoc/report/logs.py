@@ -8,7 +8,8 @@ from topodoc.logmodel import Connection, Evidence, LogAnalysis, LogSummary
 
 _TRANSPORT_NAMES = {
     "IB": "InfiniBand", "RoCE": "RoCE", "EFA": "AWS EFA (libfabric)", "Socket": "TCP sockets",
-    "TCPX": "GPUDirect-TCPX", "TCPXO": "GPUDirect-TCPXO (FasTrak)", "gIB": "Google gIB",
+    "TCPX": "GPUDirect-TCPX", "FastSocket": "Google Fast Socket (TCP, no GPUDirect)",
+    "TCPXO": "GPUDirect-TCPXO (FasTrak)", "gIB": "Google gIB",
     "Slingshot": "HPE Slingshot (libfabric cxi)", "IBext": "InfiniBand via the SHARP/IBext plugin",
     "none": "no inter-node network (single node)",
 }
@@ -17,6 +18,7 @@ MAX_ROWS = 40
 
 def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
+    parts += _plugins(analysis)
     parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
     return "\n".join(parts).rstrip() + "\n"
 
@@ -88,6 +90,18 @@ def _evidence(analysis: LogAnalysis) -> list[str]:
     extra += [f"intra-node {', '.join(s.intra_node)}"] if s.intra_node else []
     extra += [f"CUDA driver {s.cuda_driver_version}"] if s.cuda_driver_version else []
     return out + ([f"  {'; '.join(extra)}"] if extra else []) + [""]
+
+
+def _plugins(analysis: LogAnalysis) -> list[str]:
+    if not analysis.plugins:
+        return []
+    out = ["Plugins", f"  {'kind':<8} {'name':<24} {'status':<10} {'version':<10} {'used':<5} where"]
+    for p in analysis.plugins:
+        used = "-" if p.selected is None else ("yes" if p.selected else "no")
+        why = f"  ({p.detail[:70]})" if p.detail and p.status == "failed" else ""
+        out.append(f"  {p.kind:<8} {p.name[:24]:<24} {p.status:<10} {(p.version or '-')[:10]:<10} {used:<5} "
+                   f"{_where(p.failure or p.evidence)}{why}")
+    return out + [""]
 
 
 def _connections(conns: tuple[Connection, ...]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from topodoc.codec import to_data
 from topodoc.model import ConnectionMatrix
-from topodoc.topology_reading import PCIE_ORDER, PairLink, Reading
+from topodoc.topology.reading import PCIE_ORDER, PairLink, Reading
 
 _STYLE = {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red", "OK": "green"}
 

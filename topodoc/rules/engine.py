@@ -37,7 +37,7 @@ class Severity(str, Enum):
 class Evidence:
     """One observed fact: where it was read (``source`` kind and ``where``) and what it said."""
 
-    source: str  # "sysfs", "procfs", "nvml", "log", "command", "derived"
+    source: str  # "sysfs", "procfs", "nvml", "log", "nccl-tests", "command", "derived"
     where: str  # a path, an NVML call, "file:line", or the derivation used
     value: str
 
@@ -92,8 +92,8 @@ class Facts:
 
     ``snapshot`` is a :class:`~topodoc.model.Snapshot`, ``topology`` its derived
     :class:`~topodoc.topology.Topology`, ``logs`` a :class:`~topodoc.logmodel.LogAnalysis`, and
-    ``nccl_tests`` the tuple of :class:`~topodoc.bandwidth.compare.Comparison` that ``compare_run``
-    made from ``--nccl-tests`` output against this machine's bandwidth model.
+    ``nccl_tests`` a :class:`~topodoc.rules.bandwidth.NcclTestsInput`: the parsed ``--nccl-tests``
+    run, where it came from (file and lines), and its comparison with this machine's bandwidth model.
     """
 
     snapshot: Snapshot | None = None

@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Snapshot
-from topodoc.rules.engine import Evidence, Facts, Hit, MissingFacts, Severity, rule
+from topodoc.rules.common import path_evidence, snapshot_rule, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity
 from topodoc.rules.machine import (
+    VERBS_KINDS,
+    RailPair,
     ancestors,
-    gpu_name,
+    gpu_combinations,
     nvlinked,
     path_rank,
+    rail_names,
     rail_pairs,
     rdma_nics,
-    sysfs,
 )
 
 ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
@@ -28,19 +31,14 @@ def acs_text(value: int) -> str:
     )
 
 
-@rule(
-    id="gdr-prereq-missing",
+@snapshot_rule(
+    "gdr-prereq-missing", "error", ("gdr", "rdma", "kernel"),
     title="GPUDirect RDMA prerequisites missing (no peermem, no DMA-BUF)",
-    severity="error",
-    tags=("gdr", "rdma", "kernel"),
-    needs=("snapshot",),
     fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use the open GPU "
-    "kernel module "
-    "on a kernel with DMA-BUF support",
+    "kernel module on a kernel with DMA-BUF support",
 )
-def gdr_prereq_missing(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
-    nics = [nic for nic in rdma_nics(snapshot) if nic.kind in ("ib", "roce")]
+def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
+    nics = [nic for nic in rdma_nics(snapshot) if nic.kind in VERBS_KINDS]
     kernel = snapshot.kernel
     if not nics or not snapshot.gpus or kernel.peermem_module or kernel.dmabuf_supported:
         return
@@ -48,10 +46,9 @@ def gdr_prereq_missing(facts: Facts) -> Iterator[Hit]:
         raise MissingFacts("the peermem module state was not readable in this snapshot")
     yield Hit(
         subject="host",
-        message=f"{len(nics)} RDMA NIC(s) but neither nvidia_peermem/nv_peer_mem is loaded nor "
-        "DMA-BUF available: "
-        "NCCL cannot register GPU memory with the NIC, so GPUDirect RDMA is off and every network "
-        "transfer is staged through host memory",
+        message=f"{len(nics)} RDMA NIC(s) but neither nvidia_peermem/nv_peer_mem is loaded nor DMA-BUF "
+        "available: NCCL cannot register GPU memory with the NIC, so GPUDirect RDMA is off and every "
+        "network transfer is staged through host memory",
         evidence=(
             Evidence("sysfs", "/sys/module/nvidia_peermem/version", "absent"),
             Evidence("sysfs", "/sys/kernel/mm/memory_peers/nv_mem/version", "absent"),
@@ -61,17 +58,13 @@ def gdr_prereq_missing(facts: Facts) -> Iterator[Hit]:
     )
 
 
-@rule(
-    id="gpu-nic-far",
+@snapshot_rule(
+    "gpu-nic-far", "warning", ("gdr", "rdma", "topology"),
     title="A GPU's nearest RDMA NIC is farther than PXB (GPUDirect RDMA off by default)",
-    severity="warning",
-    tags=("gdr", "rdma", "topology"),
-    needs=("snapshot",),
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
-def gpu_nic_far(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def gpu_nic_far(snapshot: Snapshot) -> Iterator[Hit]:
     far = [pair for pair in rail_pairs(snapshot) if path_rank(pair.path) > path_rank("PXB")]
     for path in ("PHB", "NODE", "SYS"):
         group = [pair for pair in far if pair.path == path]
@@ -79,11 +72,9 @@ def gpu_nic_far(facts: Facts) -> Iterator[Hit]:
             yield _far_hit(group, path, bool(snapshot.host.virtualized))
 
 
-def _far_hit(group: list, path: str, virtualized: bool) -> Hit:
-    names = ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in group)
-    evidence = tuple(
-        Evidence("derived", f"PCI path {p.gpu.pci_address} -> {p.nic.pci_address}", path) for p in group[:4]
-    )
+def _far_hit(group: list[RailPair], path: str, virtualized: bool) -> Hit:
+    names = rail_names(group)
+    evidence = tuple(path_evidence(p.gpu.pci_address, p.nic.pci_address, path) for p in group[:4])
     message = (
         f"{len(group)} GPU(s) reach their nearest NIC only through {path}: NCCL's default "
         "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off for them, so their network traffic is "
@@ -113,29 +104,20 @@ def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:
 
 
 def _on_path_bridges(snapshot: Snapshot) -> set[str]:
-    gpus = snapshot.gpus
-    bridges: set[str] = set()
-    for i, a in enumerate(gpus):
-        for b in gpus[i + 1 :]:
-            if not nvlinked(snapshot, a, b):
-                bridges.update(_between(snapshot, a.pci_address, b.pci_address))
-        for nic in rdma_nics(snapshot):
-            bridges.update(_between(snapshot, a.pci_address, nic.pci_address))
-    return bridges
+    """Bridges on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
+    pairs = [(a, b) for a, b in gpu_combinations(snapshot) if not nvlinked(snapshot, a, b)]
+    ends = [(a.pci_address, b.pci_address) for a, b in pairs]
+    ends += [(gpu.pci_address, nic.pci_address) for gpu in snapshot.gpus for nic in rdma_nics(snapshot)]
+    return {bridge for a, b in ends for bridge in _between(snapshot, a, b)}
 
 
-@rule(
-    id="acs-on-p2p-path",
+@snapshot_rule(
+    "acs-on-p2p-path", "error", ("pcie", "acs", "gdr", "p2p"),
     title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
-    severity="error",
-    tags=("pcie", "acs", "gdr", "p2p"),
-    needs=("snapshot",),
     fix="disable ACS in the BIOS, or at runtime `sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000` on each "
-    "listed bridge "
-    "(bare metal only)",
+    "listed bridge (bare metal only)",
 )
-def acs_on_p2p_path(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
     on_path = sorted(_on_path_bridges(snapshot))
     unreadable = [addr for addr in on_path if snapshot.pci[addr].acs_ctrl is None]
     enabled = [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
@@ -144,21 +126,25 @@ def acs_on_p2p_path(facts: Facts) -> Iterator[Hit]:
     if not enabled:
         return
     evidence = tuple(
-        Evidence("sysfs", sysfs(addr, "config") + " ACS ctrl", acs_text(snapshot.pci[addr].acs_ctrl or 0))
+        sysfs_evidence(addr, "config ACS ctrl", acs_text(snapshot.pci[addr].acs_ctrl or 0))
         for addr in enabled[:4]
     )
-    if snapshot.host.virtualized:
-        yield Hit(
-            subject=", ".join(enabled),
-            message="ACS redirect is on along GPU/NIC P2P paths; in a VM this is expected (the hypervisor "
-            "needs it for isolation), so check that ATS is enabled on the GPUs and NICs instead",
-            evidence=evidence,
-            fix="check `lspci -vvv | grep -i ATSCtl` shows Enable+ on GPUs and NICs; ask the "
-            "provider for ATS",
-            severity=Severity.INFO,
-        )
-        return
-    yield Hit(
+    yield (_acs_in_vm if snapshot.host.virtualized else _acs_on_bare_metal)(enabled, evidence)
+
+
+def _acs_in_vm(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hit:
+    return Hit(
+        subject=", ".join(enabled),
+        message="ACS redirect is on along GPU/NIC P2P paths; in a VM this is expected (the hypervisor "
+        "needs it for isolation), so check that ATS is enabled on the GPUs and NICs instead",
+        evidence=evidence,
+        fix="check `lspci -vvv | grep -i ATSCtl` shows Enable+ on GPUs and NICs; ask the provider for ATS",
+        severity=Severity.INFO,
+    )
+
+
+def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hit:
+    return Hit(
         subject=", ".join(enabled),
         message=f"ACS P2P redirect is enabled on {len(enabled)} switch port(s) between GPUs/NICs: P2P and "
         "GPUDirect RDMA traffic is forced up to the root complex (much slower, or failing with IB local "
@@ -170,16 +156,12 @@ def acs_on_p2p_path(facts: Facts) -> Iterator[Hit]:
     )
 
 
-@rule(
-    id="iommu-translated",
+@snapshot_rule(
+    "iommu-translated", "warning", ("iommu", "kernel", "gdr", "p2p"),
     title="IOMMU in translation mode on bare metal",
-    severity="warning",
-    tags=("iommu", "kernel", "gdr", "p2p"),
-    needs=("snapshot",),
     fix="boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt), or disable the IOMMU",
 )
-def iommu_translated(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def iommu_translated(snapshot: Snapshot) -> Iterator[Hit]:
     kernel = snapshot.kernel
     if kernel.iommu_mode != "translated" or snapshot.host.virtualized:
         return

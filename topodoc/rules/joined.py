@@ -10,16 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from topodoc.logmodel import LogAnalysis, RankInfo
-from topodoc.model import Gpu, Snapshot
-from topodoc.rules.engine import Evidence, Facts, Hit, rule
-from topodoc.rules.machine import gpu_name, nvlinked, path_rank, pci_class, rail_pairs, rdma_nics
-from topodoc.rules.nccl import RDMA_TRANSPORTS, line
+from topodoc.logmodel import Connection, LogAnalysis, RankInfo
+from topodoc.model import Gpu, Nic, Snapshot
+from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist
+from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.machine import (
+    RailPair,
+    gpu_name,
+    nvlinked,
+    path_rank,
+    pci_class,
+    port_active,
+    rail_pairs,
+    rdma_nics,
+    verbs_ports,
+)
+from topodoc.rules.nccl import RDMA_TRANSPORTS
 
 
 def _ev(item) -> tuple[Evidence, ...]:
     e = getattr(item, "evidence", None)
-    return (line(e),) if e else ()
+    return (log_line(e),) if e else ()
 
 
 def _local_ranks(snapshot: Snapshot, logs: LogAnalysis) -> tuple[list[RankInfo], float]:
@@ -45,60 +56,57 @@ def _nic_names(logs: LogAnalysis, host: str | None) -> dict[int, str]:
     return names
 
 
-@rule(
-    id="rail-mismatch",
+@joined_rule(
+    "rail-mismatch", "warning", ("rdma", "topology", "log", "joined"),
     title="NCCL used a NIC that is not the nearest to the GPU",
-    severity="warning",
-    tags=("rdma", "topology", "log", "joined"),
-    needs=("snapshot", "logs"),
     fix="let NCCL see the real topology (no NCCL_IB_HCA reordering, NCCL_CROSS_NIC=0/2, a correct "
     "NCCL_TOPO_FILE in VMs) so each GPU uses the NIC on its own PCIe switch",
 )
-def rail_mismatch(facts: Facts) -> Iterator[Hit]:
-    snapshot, logs = facts.snapshot, facts.logs
+def rail_mismatch(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
     nics = {nic.name: nic for nic in rdma_nics(snapshot)}
     best = {pair.gpu.index: pair for pair in rail_pairs(snapshot)}
     ranks, confidence = _local_ranks(snapshot, logs)
     reported: set[tuple[int, str]] = set()
     for rank in ranks:
         gpu = _gpu_of(snapshot, rank)
-        names = _nic_names(logs, rank.host)
         if gpu is None or gpu.index not in best:
             continue
-        for conn in logs.connections:
-            used = nics.get(names.get(conn.nic, ""))
-            if (
-                conn.rank != rank.rank
-                or conn.host != rank.host
-                or used is None
-                or (gpu.index, used.name) in reported
-            ):
-                continue
+        for conn, used in _nics_used(logs, rank, nics):
             path = pci_class(snapshot, gpu.pci_address, used.pci_address) or "SYS"
-            if path_rank(path) > path_rank(best[gpu.index].path):
+            if (gpu.index, used.name) not in reported and path_rank(path) > path_rank(best[gpu.index].path):
                 reported.add((gpu.index, used.name))
-                yield Hit(
-                    subject=f"rank {rank.rank} ({gpu_name(gpu)})",
-                    message=f"rank {rank.rank} on {gpu_name(gpu)} sends over {used.name} ({path} "
-                    "away) although "
-                    f"{best[gpu.index].nic.name} is {best[gpu.index].path}: traffic crosses the PCIe/socket "
-                    "fabric and leaves the rail it should use",
-                    evidence=_ev(conn) + _ev(rank),
-                    confidence=confidence,
-                )
+                yield _off_rail(rank, gpu, conn, used, path, best[gpu.index], confidence)
 
 
-@rule(
-    id="p2p-over-pcie-despite-nvlink",
+def _nics_used(logs: LogAnalysis, rank: RankInfo, nics: dict[str, Nic]) -> Iterator[tuple[Connection, Nic]]:
+    """The rank's network connections, each with the snapshot's NIC it went through."""
+    names = _nic_names(logs, rank.host)
+    for conn in logs.connections:
+        used = nics.get(names.get(conn.nic, ""))
+        if conn.rank == rank.rank and conn.host == rank.host and used is not None:
+            yield conn, used
+
+
+def _off_rail(
+    rank: RankInfo, gpu: Gpu, conn: Connection, used: Nic, path: str, best: RailPair, confidence: float
+) -> Hit:
+    return Hit(
+        subject=f"rank {rank.rank} ({gpu_name(gpu)})",
+        message=f"rank {rank.rank} on {gpu_name(gpu)} sends over {used.name} ({path} away) although "
+        f"{best.nic.name} is {best.path}: traffic crosses the PCIe/socket fabric and leaves the rail it "
+        "should use",
+        evidence=_ev(conn) + _ev(rank),
+        confidence=confidence,
+    )
+
+
+@joined_rule(
+    "p2p-over-pcie-despite-nvlink", "warning", ("nvlink", "p2p", "log", "joined"),
     title="Intra-node traffic between NVLink-connected GPUs went through SHM or the network",
-    severity="warning",
-    tags=("nvlink", "p2p", "log", "joined"),
-    needs=("snapshot", "logs"),
     fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and check that the job sees all GPUs of the NVLink domain "
     "(CUDA_VISIBLE_DEVICES, container device list)",
 )
-def p2p_over_pcie_despite_nvlink(facts: Facts) -> Iterator[Hit]:
-    snapshot, logs = facts.snapshot, facts.logs
+def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
     ranks, confidence = _local_ranks(snapshot, logs)
     by_rank = {(r.host, r.rank): r for r in ranks}
     for conn in logs.connections:
@@ -120,49 +128,33 @@ def p2p_over_pcie_despite_nvlink(facts: Facts) -> Iterator[Hit]:
             return
 
 
-@rule(
-    id="socket-despite-active-ib",
+@joined_rule(
+    "socket-despite-active-ib", "error", ("rdma", "network", "log", "joined"),
     title="NCCL used sockets while the machine has ACTIVE RDMA ports",
-    severity="error",
-    tags=("rdma", "network", "log", "joined"),
-    needs=("snapshot", "logs"),
     fix="check why NCCL skipped the HCAs: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA filters, a missing "
     "libibverbs in the container, or /dev/infiniband not mounted",
 )
-def socket_despite_active_ib(facts: Facts) -> Iterator[Hit]:
-    snapshot, logs = facts.snapshot, facts.logs
+def socket_despite_active_ib(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.transport != "Socket":
         return
-    active = [
-        f"{n.name}:{p.port}"
-        for n in rdma_nics(snapshot)
-        if n.kind in ("ib", "roce")
-        for p in n.ports
-        if (p.state or "").upper() == "ACTIVE"
-    ]
+    active = [f"{nic.name}:{port.port}" for nic, port in verbs_ports(snapshot) if port_active(port)]
     if active:
-        chosen = logs.summary.evidence.get("transport", ())
         yield Hit(
             subject="job",
             message=f"the log's transport is Socket, but the machine has {len(active)} ACTIVE RDMA port(s) "
-            f"({', '.join(active[:4])}{' ...' if len(active) > 4 else ''}): the job ran on TCP for "
-            "no hardware reason",
-            evidence=tuple(line(e) for e in chosen[:1])
+            f"({shortlist(active, 4, ' ...')}): the job ran on TCP for no hardware reason",
+            evidence=kept_lines(logs.summary.evidence.get("transport", ()), 1)
             + (Evidence("sysfs", "/sys/class/infiniband/*/ports/*/state", f"{len(active)} x 4: ACTIVE"),),
         )
 
 
-@rule(
-    id="gdr-unused-but-possible",
+@joined_rule(
+    "gdr-unused-but-possible", "warning", ("gdr", "rdma", "log", "joined"),
     title="GPUDirect RDMA unused although the hardware and kernel allow it",
-    severity="warning",
-    tags=("gdr", "rdma", "log", "joined"),
-    needs=("snapshot", "logs"),
     fix="look for NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ overrides or a plugin without GDR support; check "
     "that the container sees nvidia-peermem or DMA-BUF",
 )
-def gdr_unused_but_possible(facts: Facts) -> Iterator[Hit]:
-    snapshot, logs = facts.snapshot, facts.logs
+def gdr_unused_but_possible(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.gdr is not False or logs.summary.transport not in RDMA_TRANSPORTS:
         return
     kernel = snapshot.kernel
@@ -176,7 +168,7 @@ def gdr_unused_but_possible(facts: Facts) -> Iterator[Hit]:
             message="the log shows no GPUDirect RDMA, yet every GPU has a NIC within PXB and "
             f"{kernel.peermem_module or 'DMA-BUF'} is available"
             + (f"; {overrides[0].name}={overrides[0].value} is set" if overrides else ""),
-            evidence=tuple(line(e) for e in logs.summary.evidence.get("gdr", ())[:2])
+            evidence=kept_lines(logs.summary.evidence.get("gdr", ()), 2)
             + (Evidence("sysfs", "/sys/module/nvidia_peermem", kernel.peermem_module or "dmabuf"),),
         )
 

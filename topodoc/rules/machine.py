@@ -6,14 +6,17 @@ Path classes follow ``nvidia-smi topo -m`` (PIX, PXB, PHB, NODE, SYS) as derived
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from topodoc.model import Gpu, Nic, PciDevice, Snapshot
+from topodoc.model import Gpu, GpuPair, Nic, NicPort, PciDevice, Snapshot
 from topodoc.topology import pcitree
 
 PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 RDMA_KINDS = ("ib", "roce", "efa")
+VERBS_KINDS = ("ib", "roce")  # RDMA NICs with verbs ports under /sys/class/infiniband
 
 
 def sysfs(address: str, attr: str) -> str:
@@ -34,6 +37,26 @@ def path_rank(path_class: str) -> int:
 
 def rdma_nics(snapshot: Snapshot) -> list[Nic]:
     return [nic for nic in snapshot.nics if nic.kind in RDMA_KINDS]
+
+
+def verbs_ports(snapshot: Snapshot) -> Iterator[tuple[Nic, NicPort]]:
+    for nic in rdma_nics(snapshot):
+        if nic.kind in VERBS_KINDS:
+            for port in nic.ports:
+                yield nic, port
+
+
+def port_active(port: NicPort) -> bool:
+    return (port.state or "").upper() == "ACTIVE"
+
+
+def gpu_combinations(snapshot: Snapshot) -> Iterator[tuple[Gpu, Gpu]]:
+    """Every unordered GPU pair, lower position first."""
+    return itertools.combinations(snapshot.gpus, 2)
+
+
+def pair_names(pairs: Iterable[GpuPair]) -> list[str]:
+    return [f"GPU{p.a}-GPU{p.b}" for p in pairs]
 
 
 def ancestors(snapshot: Snapshot, address: str | None) -> list[str]:
@@ -61,6 +84,11 @@ class RailPair:
     gpu: Gpu
     nic: Nic
     path: str  # nvidia-smi class of the GPU-NIC path
+
+
+def rail_names(pairs: Iterable[RailPair]) -> str:
+    """``GPU0->mlx5_0, GPU1->mlx5_1``."""
+    return ", ".join(f"{gpu_name(p.gpu)}->{p.nic.name}" for p in pairs)
 
 
 def rail_pairs(snapshot: Snapshot) -> list[RailPair]:

@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 
-from topodoc.logmodel import Evidence as LineEvidence
-from topodoc.logmodel import LogAnalysis, LogError
-from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
+from topodoc.logmodel import LogAnalysis, LogError, LogSummary
+from topodoc.rules.common import kept_lines, log_line, log_rule
+from topodoc.rules.engine import Evidence, Hit, Rule, Severity
 
 RDMA_TRANSPORTS = ("IB", "RoCE", "EFA", "gIB", "IBext", "Slingshot")
 RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_", "FI_")
 
 
-def line(ev: LineEvidence) -> Evidence:
-    """A log line the analyzer kept (file, line number, text) as finding evidence."""
-    return Evidence("log", f"{ev.file}:{ev.line}", ev.text.strip())
-
-
-def log_evidence(err: LogError) -> Evidence:
-    return Evidence("log", f"{err.file}:{err.line}", err.text.strip())
-
-
-def _logs(facts: Facts) -> LogAnalysis:
-    return facts.logs
-
-
-def _errors(facts: Facts, categories: Iterable[str]) -> list[LogError]:
+def _errors(logs: LogAnalysis, categories: Iterable[str]) -> list[LogError]:
     wanted = set(categories)
-    return [err for err in _logs(facts).errors if err.category in wanted]
+    return [err for err in logs.errors if err.category in wanted]
 
 
 def _subject(err: LogError) -> str:
@@ -36,37 +24,46 @@ def _subject(err: LogError) -> str:
     return err.host or "log"
 
 
-def _error_hits(facts: Facts, categories: Iterable[str], severity: Severity | None = None) -> Iterator[Hit]:
-    for err in _errors(facts, categories):
+def _error_hits(
+    logs: LogAnalysis, categories: Iterable[str], severity: Severity | None = None
+) -> Iterator[Hit]:
+    for err in _errors(logs, categories):
         times = f" ({err.count} times)" if err.count > 1 else ""
-        yield Hit(_subject(err), err.explanation + times, (log_evidence(err),), severity=severity)
+        yield Hit(_subject(err), err.explanation + times, (log_line(err),), severity=severity)
+
+
+def error_rule(
+    id: str, severity: str, tags: tuple[str, ...], title: str, fix: str, categories: tuple[str, ...]
+) -> Rule:
+    """A rule reporting each logged error of ``categories`` with the analyzer's explanation of it."""
+    return log_rule(id, severity, tags, title, fix)(functools.partial(_error_hits, categories=categories))
+
+
+def _summary_evidence(summary: LogSummary, name: str, most: int = 3) -> tuple[Evidence, ...]:
+    return kept_lines(summary.evidence.get(name, ()), most)
 
 
 def _rdma_signals(logs: LogAnalysis) -> list[Evidence]:
     """Lines showing RDMA was wanted: HCAs or OFI NICs listed, a plugin failing, RDMA settings.
 
     ``NET/IB : No device found.`` alone is no such sign: every NCCL prints it on an Ethernet-only host."""
-    signals = [line(d.evidence) for d in logs.devices if d.role in ("hca", "ofi") and d.evidence]
-    signals += [log_evidence(e) for e in logs.errors if e.category == "plugin_error"]
-    signals += [line(s.evidence) for s in logs.env if s.name.startswith(RDMA_ENV_PREFIXES)]
+    signals = [log_line(d.evidence) for d in logs.devices if d.role in ("hca", "ofi") and d.evidence]
+    signals += [log_line(e) for e in logs.errors if e.category == "plugin_error"]
+    signals += [log_line(s.evidence) for s in logs.env if s.name.startswith(RDMA_ENV_PREFIXES)]
     return signals
 
 
-@rule(
-    id="nccl-socket-fallback",
+@log_rule(
+    "nccl-socket-fallback", "error", ("nccl", "network", "log"),
     title="NCCL fell back to TCP sockets although RDMA was expected",
-    severity="error",
-    tags=("nccl", "network", "log"),
-    needs=("logs",),
     fix="make the RDMA path work (drivers, NCCL_IB_HCA, the net plugin's LD_LIBRARY_PATH); never leave "
     "NCCL_IB_DISABLE=1 or NCCL_NET=Socket in a production job",
 )
-def nccl_socket_fallback(facts: Facts) -> Iterator[Hit]:
-    logs = _logs(facts)
+def nccl_socket_fallback(logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.transport != "Socket":
         return
     signals = _rdma_signals(logs)
-    chosen = tuple(line(e) for e in logs.summary.evidence.get("transport", ())[:1])
+    chosen = _summary_evidence(logs.summary, "transport", 1)
     if signals:
         yield Hit(
             subject="job",
@@ -88,29 +85,27 @@ def nccl_socket_fallback(facts: Facts) -> Iterator[Hit]:
         )
 
 
-@rule(
-    id="nccl-net-plugin-failed",
+nccl_net_plugin_failed = error_rule(
+    "nccl-net-plugin-failed", "warning", ("nccl", "plugin", "log"),
     title="A NCCL net plugin failed to load",
-    severity="warning",
-    tags=("nccl", "plugin", "log"),
-    needs=("logs",),
     fix="check the plugin path (LD_LIBRARY_PATH, NCCL_NET_PLUGIN) and its dependencies (libfabric, "
     "rdma-core)",
+    categories=("plugin_error",),
 )
-def nccl_net_plugin_failed(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("plugin_error",))
+
+EFA_GDR_FIX = (
+    "EFA offers GPUDirect RDMA only on some instance types: check the "
+    "instance type, then the aws-ofi-nccl version and its GDR settings"
+)
 
 
-@rule(
-    id="nccl-gdr-not-used",
+@log_rule(
+    "nccl-gdr-not-used", "warning", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA not used on an RDMA network",
-    severity="warning",
-    tags=("nccl", "gdr", "log"),
-    needs=("logs",),
     fix="load nvidia-peermem (or enable DMA-BUF), check NCCL_NET_GDR_LEVEL and the GPU-NIC PCIe distance",
 )
-def nccl_gdr_not_used(facts: Facts) -> Iterator[Hit]:
-    summary = _logs(facts).summary
+def nccl_gdr_not_used(logs: LogAnalysis) -> Iterator[Hit]:
+    summary = logs.summary
     if summary.gdr is False and summary.gdr_mode != "asymmetric" and summary.transport in RDMA_TRANSPORTS:
         yield Hit(
             subject="job",
@@ -121,22 +116,12 @@ def nccl_gdr_not_used(facts: Facts) -> Iterator[Hit]:
         )
 
 
-EFA_GDR_FIX = (
-    "EFA offers GPUDirect RDMA only on some instance types: check the "
-    "instance type, then the aws-ofi-nccl version and its GDR settings"
-)
-
-
-@rule(
-    id="nccl-gdr-asymmetric",
+@log_rule(
+    "nccl-gdr-asymmetric", "error", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA used on some nodes or directions but not others",
-    severity="error",
-    tags=("nccl", "gdr", "log"),
-    needs=("logs",),
     fix="compare the nodes: the ones without GDR usually lack nvidia-peermem or have ACS/IOMMU on the path",
 )
-def nccl_gdr_asymmetric(facts: Facts) -> Iterator[Hit]:
-    logs = _logs(facts)
+def nccl_gdr_asymmetric(logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.gdr_mode != "asymmetric":
         return
     without = [h.name for h in logs.hosts if h.gdr is False]
@@ -149,133 +134,95 @@ def nccl_gdr_asymmetric(facts: Facts) -> Iterator[Hit]:
     )
 
 
-def _summary_evidence(summary, name: str) -> tuple[Evidence, ...]:
-    return tuple(line(e) for e in summary.evidence.get(name, ())[:3])
-
-
-@rule(
-    id="nccl-p2p-disabled",
+nccl_p2p_disabled = error_rule(
+    "nccl-p2p-disabled", "error", ("nccl", "nvlink", "p2p", "log"),
     title="P2P disabled between NVLink-connected GPUs",
-    severity="error",
-    tags=("nccl", "nvlink", "p2p", "log"),
-    needs=("logs",),
     fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL; if P2P hangs, fix ACS/IOMMU instead of disabling P2P",
+    categories=("p2p_disabled",),
 )
-def nccl_p2p_disabled(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("p2p_disabled",))
 
-
-@rule(
-    id="nccl-affinity-empty",
+nccl_affinity_empty = error_rule(
+    "nccl-affinity-empty", "warning", ("nccl", "numa", "affinity", "log"),
     title="NCCL found no CPU affinity for a GPU",
-    severity="warning",
-    tags=("nccl", "numa", "affinity", "log"),
-    needs=("logs",),
     fix="let the job use CPUs on each GPU's socket (cpuset / --cpu-bind), or set NCCL_IGNORE_CPU_AFFINITY=1",
+    categories=("affinity",),
 )
-def nccl_affinity_empty(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("affinity",))
 
 
-@rule(
-    id="nccl-version-mismatch",
+@log_rule(
+    "nccl-version-mismatch", "error", ("nccl", "version", "log"),
     title="Ranks run different NCCL versions",
-    severity="error",
-    tags=("nccl", "version", "log"),
-    needs=("logs",),
     fix="use one NCCL build on every node (same container image / same torch wheel)",
 )
-def nccl_version_mismatch(facts: Facts) -> Iterator[Hit]:
-    logs = _logs(facts)
-    derived = _errors(facts, ("version_mismatch",))
-    if derived:
-        yield from _error_hits(facts, ("version_mismatch",))
-    elif len(set(logs.summary.nccl_versions)) > 1:
+def nccl_version_mismatch(logs: LogAnalysis) -> Iterator[Hit]:
+    versions = sorted(set(logs.summary.nccl_versions))
+    if _errors(logs, ("version_mismatch",)):
+        yield from _error_hits(logs, ("version_mismatch",))
+    elif len(versions) > 1:
         yield Hit(
             subject="job",
-            message="ranks report NCCL "
-            + ", ".join(sorted(set(logs.summary.nccl_versions)))
-            + ": mixed versions disagree on protocols and topology and hang or crash at init",
+            message=f"ranks report NCCL {', '.join(versions)}: mixed versions disagree on protocols and "
+            "topology and hang or crash at init",
             evidence=_summary_evidence(logs.summary, "nccl_versions")
             or _summary_evidence(logs.summary, "nccl_version"),
         )
 
 
-@rule(
-    id="nccl-env-disables-feature",
+@log_rule(
+    "nccl-env-disables-feature", "warning", ("nccl", "env", "log"),
     title="An environment override switches a NCCL feature off",
-    severity="warning",
-    tags=("nccl", "env", "log"),
-    needs=("logs",),
     fix="remove the override unless it works around a known problem on this cluster",
 )
-def nccl_env_disables_feature(facts: Facts) -> Iterator[Hit]:
+def nccl_env_disables_feature(logs: LogAnalysis) -> Iterator[Hit]:
     seen: set[str] = set()
-    for setting in _logs(facts).env:
+    for setting in logs.env:
         what = setting.disables
         if what and setting.name not in seen:
             seen.add(setting.name)
             yield Hit(
                 subject=setting.name,
                 message=f"{setting.name}={setting.value} switches off {what}",
-                evidence=(line(setting.evidence),),
+                evidence=(log_line(setting.evidence),),
                 fix=f"unset {setting.name} (or document why this cluster needs it)",
             )
 
 
-@rule(
-    id="nccl-ib-completion-error",
+nccl_ib_completion_error = error_rule(
+    "nccl-ib-completion-error", "error", ("nccl", "ib", "errors", "log"),
     title="InfiniBand/RoCE work completion error",
-    severity="error",
-    tags=("nccl", "ib", "errors", "log"),
-    needs=("logs",),
     fix="find the first failing rank; check the links (ibstat, port counters), ACS/IOMMU, and "
     "NCCL_IB_TIMEOUT",
+    categories=("ib_completion_error",),
 )
-def nccl_ib_completion_error(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("ib_completion_error",))
 
-
-@rule(
-    id="nccl-timeout",
+nccl_timeout = error_rule(
+    "nccl-timeout", "error", ("nccl", "errors", "log"),
     title="A collective timed out",
-    severity="error",
-    tags=("nccl", "errors", "log"),
-    needs=("logs",),
     fix="find the rank that stopped first (earliest WARN, missing heartbeat); a hang is usually a dead peer, "
     "a link down, or ranks calling different collectives",
+    categories=("timeout",),
 )
-def nccl_timeout(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("timeout",))
 
-
-@rule(
-    id="nccl-remote-error",
+nccl_remote_error = error_rule(
+    "nccl-remote-error", "error", ("nccl", "network", "errors", "log"),
     title="A peer vanished or a connection failed",
-    severity="error",
-    tags=("nccl", "network", "errors", "log"),
-    needs=("logs",),
     fix="look for the earliest error on the other ranks: the remote process usually crashed or was killed "
     "first; otherwise check firewall rules and NCCL_SOCKET_IFNAME",
+    categories=("remote_error", "socket_error"),
 )
-def nccl_remote_error(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("remote_error", "socket_error"))
 
 
-@rule(
-    id="nccl-error",
+@log_rule(
+    "nccl-error", "error", ("nccl", "errors", "log"),
     title="NCCL reported a CUDA, system, usage or internal error",
-    severity="error",
-    tags=("nccl", "errors", "log"),
-    needs=("logs",),
     fix="read the WARN line above the failure; it names the failing call",
 )
-def nccl_error(facts: Facts) -> Iterator[Hit]:
-    yield from _error_hits(facts, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
-    yield from _error_hits(facts, ("other",), severity=Severity.WARNING)
+def nccl_error(logs: LogAnalysis) -> Iterator[Hit]:
+    yield from _error_hits(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
+    yield from _error_hits(logs, ("other",), severity=Severity.WARNING)
 
 
-RULES = (
+RULES: tuple[Rule, ...] = (
     nccl_socket_fallback,
     nccl_net_plugin_failed,
     nccl_gdr_not_used,

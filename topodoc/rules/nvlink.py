@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Gpu, Snapshot
-from topodoc.rules.engine import Evidence, Facts, Hit, rule
-from topodoc.rules.machine import gpu_label, nvlink_targets
+from topodoc.rules.common import shortlist, snapshot_rule
+from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.machine import gpu_label, nvlink_targets, pair_names
 
 FABRIC_DONE = (None, "not_supported", "completed")
 
@@ -15,43 +16,44 @@ def _active(gpu: Gpu) -> int:
     return sum(1 for link in gpu.nvlinks if link.active)
 
 
-@rule(
-    id="nvlink-link-down",
+@snapshot_rule(
+    "nvlink-link-down", "error", ("nvlink", "hardware"),
     title="NVLink link inactive, or fewer active links than the GPU's peers",
-    severity="error",
-    tags=("nvlink", "hardware"),
-    needs=("snapshot",),
     fix="check `nvidia-smi nvlink -s` and the Fabric Manager log; reset the GPU, then reseat or "
     "RMA the board",
 )
-def nvlink_link_down(facts: Facts) -> Iterator[Hit]:
-    gpus = [gpu for gpu in facts.snapshot.gpus if gpu.nvlinks]
+def nvlink_link_down(snapshot: Snapshot) -> Iterator[Hit]:
+    gpus = [gpu for gpu in snapshot.gpus if gpu.nvlinks]
     if not gpus:
         return
     most = max(_active(gpu) for gpu in gpus)
     for gpu in gpus:
         # Links with nothing attached read inactive too (a bridge-pair A100 has 3 of 12 in use): an
         # inactive link counts when it has a recorded far end, or when the GPU has fewer than its peers.
-        wired = [link.link for link in gpu.nvlinks if link.active is False and link.remote_type]
-        if not wired and _active(gpu) >= most:
-            continue
-        down = wired or [link.link for link in gpu.nvlinks if link.active is False]
-        evidence = tuple(
-            Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)") for n in down[:4]
-        )
-        yield Hit(
-            subject=gpu_label(gpu),
-            message=f"{_active(gpu)} active NVLink links where its peers have {most}"
-            + (f" (link {', '.join(map(str, down))} inactive)" if down else "")
-            + f": this GPU's NVLink bandwidth drops by {1 - _active(gpu) / most:.0%} and every collective "
-            "that includes it runs at its pace",
-            evidence=evidence
-            or (
-                Evidence(
-                    "nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, *)", f"{_active(gpu)} links enabled"
-                ),
-            ),
-        )
+        wired = _inactive(gpu, wired=True)
+        if wired or _active(gpu) < most:
+            yield _fewer_links(gpu, most, wired or _inactive(gpu, wired=False))
+
+
+def _inactive(gpu: Gpu, wired: bool) -> list[int]:
+    """Inactive link numbers; with ``wired``, only those with a recorded far end."""
+    return [link.link for link in gpu.nvlinks if link.active is False and (link.remote_type or not wired)]
+
+
+def _fewer_links(gpu: Gpu, most: int, down: list[int]) -> Hit:
+    active = _active(gpu)
+    evidence = tuple(
+        Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)") for n in down[:4]
+    )
+    return Hit(
+        subject=gpu_label(gpu),
+        message=f"{active} active NVLink links where its peers have {most}"
+        + (f" (link {', '.join(map(str, down))} inactive)" if down else "")
+        + f": this GPU's NVLink bandwidth drops by {1 - active / most:.0%} and every collective "
+        "that includes it runs at its pace",
+        evidence=evidence
+        or (Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, *)", f"{active} links enabled"),),
+    )
 
 
 def _components(snapshot: Snapshot) -> list[set[int]]:
@@ -68,17 +70,13 @@ def _components(snapshot: Snapshot) -> list[set[int]]:
     return groups
 
 
-@rule(
-    id="nvlink-bridge-pairs-only",
+@snapshot_rule(
+    "nvlink-bridge-pairs-only", "info", ("nvlink", "topology"),
     title="NVLink joins GPUs only in bridged pairs",
-    severity="info",
-    tags=("nvlink", "topology"),
-    needs=("snapshot",),
     fix="keep tensor-parallel groups inside one bridged pair (TP=2); use pipeline or data "
     "parallelism across pairs",
 )
-def nvlink_bridge_pairs_only(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def nvlink_bridge_pairs_only(snapshot: Snapshot) -> Iterator[Hit]:
     if len(snapshot.gpus) <= 2 or any(nvlink_targets(gpu)[1] for gpu in snapshot.gpus):
         return
     groups = [g for g in _components(snapshot) if len(g) > 1]
@@ -95,17 +93,13 @@ def nvlink_bridge_pairs_only(facts: Facts) -> Iterator[Hit]:
         )
 
 
-@rule(
-    id="nvswitch-fabric-incomplete",
+@snapshot_rule(
+    "nvswitch-fabric-incomplete", "error", ("nvlink", "nvswitch", "hardware"),
     title="NVSwitch machine whose NVLink fabric is incomplete",
-    severity="error",
-    tags=("nvlink", "nvswitch", "hardware"),
-    needs=("snapshot",),
     fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "
     "Manager, reset the GPUs, or reboot the node",
 )
-def nvswitch_fabric_incomplete(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def nvswitch_fabric_incomplete(snapshot: Snapshot) -> Iterator[Hit]:
     on_switch = [gpu for gpu in snapshot.gpus if nvlink_targets(gpu)[1]]
     if not on_switch:
         return
@@ -136,7 +130,7 @@ def nvswitch_fabric_incomplete(facts: Facts) -> Iterator[Hit]:
     broken = [p for p in snapshot.gpu_pairs if p.p2p_nvlink not in (None, "OK")]
     if broken:
         yield Hit(
-            subject=", ".join(f"GPU{p.a}-GPU{p.b}" for p in broken[:6]),
+            subject=shortlist(pair_names(broken), 6),
             message=f"{len(broken)} GPU pair(s) on this NVSwitch machine report no NVLink P2P",
             evidence=(
                 Evidence(

@@ -5,8 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Gpu, PciDevice, Snapshot
-from topodoc.rules.engine import Evidence, Facts, Hit, Severity, rule
-from topodoc.rules.machine import gpu_label, gpu_name, gpu_pair_class, nvlinked, rdma_nics, sysfs
+from topodoc.rules.common import path_evidence, shortlist, snapshot_rule, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, Severity
+from topodoc.rules.machine import (
+    gpu_combinations,
+    gpu_label,
+    gpu_name,
+    gpu_pair_class,
+    nvlinked,
+    pair_names,
+    rdma_nics,
+)
 
 IDLE_GTS = 2.5  # GPUs save power by dropping the link to Gen1 when idle
 GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -23,16 +32,22 @@ def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
             yield f"{nic.name} ({nic.pci_address})", snapshot.pci[nic.pci_address]
 
 
-@rule(
-    id="pcie-width-reduced",
+def _gen(gts: float) -> str:
+    """``16 GT/s (Gen4)``."""
+    return f"{gts:g} GT/s (Gen{GEN_BY_GTS.get(gts, '?')})"
+
+
+def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
+    """What an NVML per-GPU query returned, e.g. ``nvmlDeviceGetMaxPcieLinkWidth(3)`` -> ``16``."""
+    return Evidence("nvml", f"{call}({gpu.index})", str(value))
+
+
+@snapshot_rule(
+    "pcie-width-reduced", "error", ("pcie", "hardware"),
     title="PCIe link trained to fewer lanes than the device supports",
-    severity="error",
-    tags=("pcie", "hardware"),
-    needs=("snapshot",),
     fix="reseat the card or riser, check the slot's lane wiring and BIOS bifurcation, then reboot",
 )
-def pcie_width_reduced(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def pcie_width_reduced(snapshot: Snapshot) -> Iterator[Hit]:
     for label, dev in _watched(snapshot):
         width, max_width = dev.link.width, dev.link.max_width
         if width and max_width and width < max_width:
@@ -42,8 +57,8 @@ def pcie_width_reduced(facts: Facts) -> Iterator[Hit]:
                 "so host, NIC and PCIe P2P bandwidth drop in proportion (unlike speed, width does not "
                 "recover when the device is busy)",
                 evidence=(
-                    Evidence("sysfs", sysfs(dev.address, "current_link_width"), str(width)),
-                    Evidence("sysfs", sysfs(dev.address, "max_link_width"), str(max_width)),
+                    sysfs_evidence(dev.address, "current_link_width", str(width)),
+                    sysfs_evidence(dev.address, "max_link_width", str(max_width)),
                 ),
             )
     yield from _nvml_width(snapshot)
@@ -59,22 +74,18 @@ def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
                 subject=gpu_label(gpu),
                 message=f"PCIe link runs at x{gpu.pcie_width} of x{gpu.pcie_max_width} (NVML)",
                 evidence=(
-                    Evidence("nvml", f"nvmlDeviceGetCurrPcieLinkWidth({gpu.index})", str(gpu.pcie_width)),
-                    Evidence("nvml", f"nvmlDeviceGetMaxPcieLinkWidth({gpu.index})", str(gpu.pcie_max_width)),
+                    _nvml(gpu, "nvmlDeviceGetCurrPcieLinkWidth", gpu.pcie_width),
+                    _nvml(gpu, "nvmlDeviceGetMaxPcieLinkWidth", gpu.pcie_max_width),
                 ),
             )
 
 
-@rule(
-    id="pcie-speed-reduced",
+@snapshot_rule(
+    "pcie-speed-reduced", "warning", ("pcie", "hardware"),
     title="PCIe link speed capped below the device's generation",
-    severity="warning",
-    tags=("pcie", "hardware"),
-    needs=("snapshot",),
     fix="check BIOS PCIe generation settings, the riser/retimer and the slot; reseat and reboot",
 )
-def pcie_speed_reduced(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def pcie_speed_reduced(snapshot: Snapshot) -> Iterator[Hit]:
     gpu_addresses = {gpu.pci_address for gpu in snapshot.gpus}
     peak = max((d.link.speed_gts or 0 for a, d in snapshot.pci.items() if a in gpu_addresses), default=0)
     seen = set()
@@ -100,10 +111,8 @@ def _slot_cap(gpu: Gpu) -> Hit:
         f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
         f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
         evidence=(
-            Evidence("nvml", f"nvmlDeviceGetMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_max_gen)),
-            Evidence(
-                "nvml", f"nvmlDeviceGetGpuMaxPcieLinkGeneration({gpu.index})", str(gpu.pcie_gpu_max_gen)
-            ),
+            _nvml(gpu, "nvmlDeviceGetMaxPcieLinkGeneration", gpu.pcie_max_gen),
+            _nvml(gpu, "nvmlDeviceGetGpuMaxPcieLinkGeneration", gpu.pcie_gpu_max_gen),
         ),
     )
 
@@ -119,14 +128,13 @@ def _gpu_trained_low(snapshot: Snapshot, label: str, dev: PciDevice, peak: float
         return None
     return Hit(
         subject=label,
-        message=f"link trained at {speed:g} GT/s (Gen{GEN_BY_GTS.get(speed, '?')}) of {top:g} GT/s "
-        f"(Gen{GEN_BY_GTS.get(top, '?')}) while its peer GPUs run at full speed; an idle GPU drops to "
-        f"Gen1, not Gen{GEN_BY_GTS.get(speed, '?')}: host and GPUDirect bandwidth are "
+        message=f"link trained at {_gen(speed)} of {_gen(top)} while its peer GPUs run at full speed; an "
+        f"idle GPU drops to Gen1, not Gen{GEN_BY_GTS.get(speed, '?')}: host and GPUDirect bandwidth are "
         f"{speed / top:.0%} of what they should be",
         evidence=(
-            Evidence("sysfs", sysfs(dev.address, "current_link_speed"), f"{speed:g} GT/s PCIe"),
-            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{top:g} GT/s PCIe"),
-            Evidence("sysfs", sysfs(parent.address, "current_link_speed"), f"{speed:g} GT/s PCIe"),
+            sysfs_evidence(dev.address, "current_link_speed", f"{speed:g} GT/s PCIe"),
+            sysfs_evidence(dev.address, "max_link_speed", f"{top:g} GT/s PCIe"),
+            sysfs_evidence(parent.address, "current_link_speed", f"{speed:g} GT/s PCIe"),
         ),
         confidence=0.8,
     )
@@ -139,11 +147,11 @@ def _capped_by_upstream(snapshot: Snapshot, label: str, dev: PciDevice) -> Hit |
         return None
     return Hit(
         subject=label,
-        message=f"the upstream port tops out at {up:g} GT/s (Gen{GEN_BY_GTS.get(up, '?')}) while the device "
-        f"supports {own:g} GT/s (Gen{GEN_BY_GTS.get(own, '?')}): the link can never train faster",
+        message=f"the upstream port tops out at {_gen(up)} while the device supports {_gen(own)}: the link "
+        "can never train faster",
         evidence=(
-            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{own:g} GT/s"),
-            Evidence("sysfs", sysfs(parent.address, "max_link_speed"), f"{up:g} GT/s"),
+            sysfs_evidence(dev.address, "max_link_speed", f"{own:g} GT/s"),
+            sysfs_evidence(parent.address, "max_link_speed", f"{up:g} GT/s"),
         ),
     )
 
@@ -157,8 +165,8 @@ def _nic_below_capability(label: str, dev: PciDevice) -> Hit | None:
         message=f"NIC link trained at {speed:g} GT/s of {top:g} GT/s; NICs do not downshift when idle "
         "the way GPUs do, so this is a real cap on network-to-host bandwidth",
         evidence=(
-            Evidence("sysfs", sysfs(dev.address, "current_link_speed"), f"{speed:g} GT/s"),
-            Evidence("sysfs", sysfs(dev.address, "max_link_speed"), f"{top:g} GT/s"),
+            sysfs_evidence(dev.address, "current_link_speed", f"{speed:g} GT/s"),
+            sysfs_evidence(dev.address, "max_link_speed", f"{top:g} GT/s"),
         ),
         confidence=0.8,
     )
@@ -173,79 +181,65 @@ P2P_COST = {
 }
 
 
-@rule(
-    id="gpu-p2p-via-cpu",
+@snapshot_rule(
+    "gpu-p2p-via-cpu", "warning", ("pcie", "p2p", "topology"),
     title="GPU pairs whose P2P path goes through the CPU or across sockets",
-    severity="warning",
-    tags=("pcie", "p2p", "topology"),
-    needs=("snapshot",),
     fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
 )
-def gpu_p2p_via_cpu(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def gpu_p2p_via_cpu(snapshot: Snapshot) -> Iterator[Hit]:
     groups: dict[str, list[str]] = {}
     first: dict[str, Evidence] = {}
-    for i, a in enumerate(snapshot.gpus):
-        for b in snapshot.gpus[i + 1 :]:
-            path, source = gpu_pair_class(snapshot, a, b)
-            if path in P2P_COST and not nvlinked(snapshot, a, b):
-                groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
-                first.setdefault(path, _pair_evidence(snapshot, a, b, path, source))
+    for a, b in gpu_combinations(snapshot):
+        path, source = gpu_pair_class(snapshot, a, b)
+        if path in P2P_COST and not nvlinked(snapshot, a, b):
+            groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
+            first.setdefault(path, _pair_evidence(a, b, path, source))
     amd = snapshot.host.cpu_vendor == "AuthenticAMD"
     inter_socket = "16 GB/s per direction on AMD" if amd else "6-40 GB/s per direction, by Intel generation"
     for path, pairs in groups.items():
-        more = f" (+{len(pairs) - 6} more)" if len(pairs) > 6 else ""
         yield Hit(
-            subject=", ".join(pairs[:6]) + more,
+            subject=shortlist(pairs, 6, f" (+{len(pairs) - 6} more)"),
             message=f"{len(pairs)} GPU pair(s) are {path} apart, {P2P_COST[path].format(bw=inter_socket)}",
             evidence=(first[path],),
             severity=Severity.WARNING if path == "SYS" else Severity.INFO,
         )
 
 
-def _pair_evidence(snapshot: Snapshot, a: Gpu, b: Gpu, path: str, source: str) -> Evidence:
+def _pair_evidence(a: Gpu, b: Gpu, path: str, source: str) -> Evidence:
     if source == "nvml":
         return Evidence("nvml", f"nvmlDeviceGetTopologyCommonAncestor({a.index}, {b.index})", path)
-    return Evidence("derived", f"PCI path {a.pci_address} -> {b.pci_address}", path)
+    return path_evidence(a.pci_address, b.pci_address, path)
 
 
 BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}
 
 
-@rule(
-    id="gpu-p2p-unsupported",
+@snapshot_rule(
+    "gpu-p2p-unsupported", "warning", ("pcie", "p2p"),
     title="PCIe peer-to-peer between GPUs is not supported",
-    severity="warning",
-    tags=("pcie", "p2p"),
-    needs=("snapshot",),
     fix="enable P2P/ACS-free routing in the BIOS; in a VM ask for a P2P-capable instance shape",
 )
-def gpu_p2p_unsupported(facts: Facts) -> Iterator[Hit]:
-    snapshot = facts.snapshot
+def gpu_p2p_unsupported(snapshot: Snapshot) -> Iterator[Hit]:
     bad = [p for p in snapshot.gpu_pairs if p.p2p_read in BAD_P2P and p.p2p_nvlink != "OK"]
     if bad:
         first = bad[0]
         yield Hit(
-            subject=", ".join(f"GPU{p.a}-GPU{p.b}" for p in bad[:6]) + (" ..." if len(bad) > 6 else ""),
+            subject=shortlist(pair_names(bad), 6, " ..."),
             message=f"{len(bad)} GPU pair(s) cannot do PCIe P2P (not supported by the "
-            f"{BAD_P2P[first.p2p_read]}):"
-            " NCCL falls back to SHM, staging every transfer through host memory",
+            f"{BAD_P2P[first.p2p_read]}): NCCL falls back to SHM, staging every transfer through host memory",
             evidence=(
                 Evidence("nvml", f"nvmlDeviceGetP2PStatus({first.a}, {first.b}, READ)", first.p2p_read),
             ),
         )
 
 
-@rule(
-    id="pcie-aer-errors",
+@snapshot_rule(
+    "pcie-aer-errors", "error", ("pcie", "hardware", "errors"),
     title="PCIe Advanced Error Reporting counters show link errors",
-    severity="error",
-    tags=("pcie", "hardware", "errors"),
-    needs=("snapshot",),
     fix="reseat the device and its riser/cable; if counters keep growing, replace the riser or the card",
 )
-def pcie_aer_errors(facts: Facts) -> Iterator[Hit]:
-    for label, dev in _watched(facts.snapshot):
+def pcie_aer_errors(snapshot: Snapshot) -> Iterator[Hit]:
+    for label, dev in _watched(snapshot):
         fatal = dev.aer.get("fatal", 0) + dev.aer.get("nonfatal", 0)
         correctable = dev.aer.get("correctable", 0)
         if fatal or correctable >= 1000:
@@ -254,7 +248,7 @@ def pcie_aer_errors(facts: Facts) -> Iterator[Hit]:
                 message=f"{fatal} uncorrectable and {correctable} correctable PCIe errors recorded: the link "
                 "is marginal (replays slow it down; uncorrectable errors can drop the device)",
                 evidence=tuple(
-                    Evidence("sysfs", sysfs(dev.address, f"aer_dev_{kind}"), f"TOTAL {count}")
+                    sysfs_evidence(dev.address, f"aer_dev_{kind}", f"TOTAL {count}")
                     for kind, count in sorted(dev.aer.items())
                     if count
                 ),
@@ -262,26 +256,19 @@ def pcie_aer_errors(facts: Facts) -> Iterator[Hit]:
             )
 
 
-@rule(
-    id="gpu-lost",
+@snapshot_rule(
+    "gpu-lost", "critical", ("gpu", "hardware"),
     title="A GPU has fallen off the bus",
-    severity="critical",
-    tags=("gpu", "hardware"),
-    needs=("snapshot",),
     fix="drain the node, collect nvidia-bug-report.sh, then reset the GPU or reboot; replace if it recurs",
 )
-def gpu_lost(facts: Facts) -> Iterator[Hit]:
-    for gpu in facts.snapshot.gpus:
+def gpu_lost(snapshot: Snapshot) -> Iterator[Hit]:
+    for gpu in snapshot.gpus:
         if gpu.lost:
             yield Hit(
                 subject=gpu_label(gpu),
                 message="NVML reports GPU_IS_LOST (usually Xid 79): every job using this GPU will "
                 "hang or fail",
-                evidence=(
-                    Evidence(
-                        "nvml", f"nvmlDeviceGetHandleByIndex({gpu.index})", "NVML_ERROR_GPU_IS_LOST (15)"
-                    ),
-                ),
+                evidence=(_nvml(gpu, "nvmlDeviceGetHandleByIndex", "NVML_ERROR_GPU_IS_LOST (15)"),),
             )
 
 

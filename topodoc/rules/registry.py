@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 
-from topodoc.rules import gpudirect, joined, nccl, nics, numa, nvlink, pcie
+from topodoc.rules import bandwidth, gpudirect, joined, nccl, nics, numa, nvlink, pcie
 from topodoc.rules.engine import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -18,6 +18,7 @@ RULES: tuple[Rule, ...] = (
     *nics.RULES,
     *nccl.RULES,
     *joined.RULES,
+    *bandwidth.RULES,
 )
 
 

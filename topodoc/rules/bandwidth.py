@@ -1,0 +1,271 @@
+"""nccl-tests rules: measured busbw against the bandwidth model, wrong results, and runs cut short.
+
+``topodoc diagnose --nccl-tests FILE`` hands the rules an :class:`NcclTestsInput`: the parsed run, the
+file it came from (evidence is ``file:line``), and the :func:`~topodoc.bandwidth.compare.compare_run`
+comparisons against this machine's bandwidth model (``None`` without hardware). The busbw rule names the
+likely limiter from what the model cannot see: the transport, GPUDirect RDMA and environment overrides
+in an NCCL log given with ``--log``, and the NICs and GDR prerequisites in the snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from topodoc.bandwidth.compare import Comparison
+from topodoc.model import NcclTestsRow, NcclTestsRun, Snapshot
+from topodoc.rules.engine import Evidence, Facts, Hit, MissingFacts, Severity, rule
+from topodoc.rules.limiters import likely_causes
+
+JUDGED_BYTES = 128 * 2**20  # below this busbw is latency-bound: too early to judge bandwidth
+FULL_BYTES = 2**30  # NCCL reaches its plateau by about 1 GiB; a run that stops earlier is judged softly
+WRONG_ROWS_SHOWN = 3
+NO_FAILURE = "; no failure line: a hang stopped by a time limit, or a lost rank"
+
+
+@dataclass(frozen=True)
+class NcclTestsInput:
+    """What the nccl-tests rules read: the run, where it came from, and how it compares with the model."""
+
+    path: str
+    run: NcclTestsRun
+    comparisons: tuple[Comparison, ...] | None = None  # None: no model to compare with
+    no_comparison: str = ""  # why ``comparisons`` is None
+    footer_line: int | None = None  # 1-based line of "# Avg bus bandwidth"
+    failure_lines: tuple[int, ...] = ()  # 1-based lines of "Test NCCL failure" and friends
+    stop_line: tuple[int, str] | None = None  # the first unknown line after the last row ("CANCELLED ...")
+
+
+def nccl_tests_input(path: str, text: str, snapshot: Snapshot | None = None, topology=None) -> NcclTestsInput:
+    """Parse ``text`` (raises ``NcclTestsParseError``) and compare it with ``snapshot``'s bandwidth model."""
+    from topodoc.parsers.nccl_tests import parse
+
+    run = parse(text)
+    comparisons, reason = _comparisons(run, snapshot, topology)
+    footer, failures = _marker_lines(text, run)
+    return NcclTestsInput(path, run, comparisons, reason, footer, failures, _stop_line(text, run))
+
+
+def _comparisons(run: NcclTestsRun, snapshot: Snapshot | None, topology) -> tuple[tuple | None, str]:
+    if snapshot is None:
+        return None, "no hardware snapshot to compare with (give --from REC, or run on the machine)"
+    from topodoc.bandwidth.compare import compare_run
+    from topodoc.bandwidth.model import build
+
+    try:
+        if topology is None:
+            from topodoc.topology import derive
+
+            topology = derive(snapshot)
+        return compare_run(run, build(topology, snapshot)), ""
+    except Exception as err:  # a model bug must not hide the wrong-results and truncation rules
+        return None, f"the bandwidth model could not be built ({type(err).__name__}: {err})"
+
+
+def _marker_lines(text: str, run: NcclTestsRun) -> tuple[int | None, tuple[int, ...]]:
+    """Line numbers of the first run's footer and of its failure lines (the parser keeps only the text)."""
+    first_row = run.rows[0].line if run.rows else 0
+    footer, failures = None, []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if number < first_row:
+            continue
+        if footer is None and "Avg bus bandwidth" in line:
+            footer = number
+        if any(f and f in line for f in run.failures):
+            failures.append(number)
+    return footer, tuple(failures)
+
+
+def _stop_line(text: str, run: NcclTestsRun) -> tuple[int, str] | None:
+    last_row = max((r.line for r in run.rows), default=0)
+    after = [n for n in run.unparsed_lines if n > last_row]
+    return (after[0], text.splitlines()[after[0] - 1].strip()) if after else None
+
+
+def _input(facts: Facts) -> NcclTestsInput:
+    if not isinstance(facts.nccl_tests, NcclTestsInput):
+        raise MissingFacts("diagnose passed nccl-tests comparisons without the run (needs NcclTestsInput)")
+    return facts.nccl_tests
+
+
+def _subject(run: NcclTestsRun) -> str:
+    hosts = sorted({d.host for d in run.devices if d.host})
+    where = f" on {', '.join(hosts[:3])}" + (" ..." if len(hosts) > 3 else "") if hosts else ""
+    ranks = f", {run.nranks} ranks" if run.nranks else ""
+    return f"{run.program or run.collective or 'nccl-tests'}{ranks}{where}"
+
+
+def _size(size: int) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:g} {unit}"
+    return f"{size} B"
+
+
+def _row_value(row: NcclTestsRow) -> str:
+    halves = [
+        f"{name} busbw {half.busbw:g} GB/s, #wrong {half.wrong if half.wrong is not None else 'N/A'}"
+        for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
+        if half is not None and half.busbw is not None
+    ]
+    return f"{row.size} B ({_size(row.size)}): " + "; ".join(halves)
+
+
+def _row_evidence(data: NcclTestsInput, row: NcclTestsRow) -> Evidence:
+    return Evidence("nccl-tests", f"{data.path}:{row.line}", _row_value(row))
+
+
+def _judged(data: NcclTestsInput) -> tuple[Comparison, ...]:
+    if data.comparisons is None:
+        raise MissingFacts(data.no_comparison or "no bandwidth model to compare with")
+    largest = max((r.size for r in data.run.rows), default=0)
+    if largest < JUDGED_BYTES:
+        raise MissingFacts(
+            f"the largest message is {_size(largest)}: below {_size(JUDGED_BYTES)} busbw measures latency, "
+            "not bandwidth (rerun nccl-tests with -e 8G)"
+        )
+    if not data.comparisons:
+        raise MissingFacts(
+            f"no busbw expectation for {data.run.collective or 'an unnamed collective'} on this machine "
+            "(a single GPU, or a collective the model does not bound)"
+        )
+    return data.comparisons
+
+
+@rule(
+    id="nccl-tests-busbw-below-expected",
+    title="nccl-tests bus bandwidth below what this machine's links should deliver",
+    severity="warning",
+    tags=("bandwidth", "nccl-tests", "performance"),
+    needs=("nccl_tests", "snapshot"),
+    fix="run with NCCL_DEBUG=INFO and check the transport (Socket, SHM instead of P2P), GPUDirect RDMA, "
+    "NCCL_ALGO/NCCL_PROTO/NCCL_NVLS_ENABLE overrides, PCIe links trained down and NIC port rates",
+)
+def busbw_below_expected(facts: Facts) -> Iterator[Hit]:
+    data = _input(facts)
+    best = max(_judged(data), key=lambda c: c.percent)
+    if best.verdict not in ("below", "far-below"):
+        return
+    causes = likely_causes(facts.snapshot, facts.logs, data.run, best)
+    lead = causes[0]
+    also = [c.limiter for c in causes[1:]]
+    yield Hit(
+        subject=_subject(data.run),
+        message=f"{data.run.collective or 'collective'} busbw {best.measured_busbw_gbps:g} GB/s at "
+        f"{_size(best.at_size)} is {best.percent:g} % of the {best.expected_busbw_gbps:g} GB/s this machine "
+        f"should deliver ({best.scope} {best.algorithm}, bottleneck {best.limiter}). Likely limiter: "
+        f"{lead.limiter}: {lead.reason}" + (f" (also: {'; '.join(also)})" if also else ""),
+        evidence=_busbw_evidence(data, best) + tuple(ev for c in causes for ev in c.evidence),
+        fix="; ".join(dict.fromkeys(c.fix for c in causes)),
+        severity=Severity.ERROR if best.verdict == "far-below" else Severity.WARNING,
+        confidence=_confidence(data, facts.snapshot, best),
+    )
+
+
+def _busbw_evidence(data: NcclTestsInput, best: Comparison) -> tuple[Evidence, ...]:
+    evidence = [_row_evidence(data, row) for row in data.run.rows if row.size == best.at_size][:1]
+    if data.footer_line and data.run.avg_bus_bandwidth is not None:
+        avg = f"Avg bus bandwidth : {data.run.avg_bus_bandwidth:g} (all sizes, small ones included)"
+        evidence.append(Evidence("nccl-tests", f"{data.path}:{data.footer_line}", avg))
+    model = f"{best.expected_busbw_gbps:g} GB/s ({best.scope} {best.algorithm}): {best.limiter}"
+    evidence.append(Evidence("derived", "bandwidth model (topodoc bandwidth)", model))
+    return tuple(evidence)
+
+
+def _confidence(data: NcclTestsInput, snapshot: Snapshot, best: Comparison) -> float:
+    """Lower when the run stopped short of the plateau, used part of the box, or ran on other GPUs."""
+    run, confidence = data.run, 1.0
+    if max(r.size for r in run.rows) < FULL_BYTES:
+        confidence = min(confidence, 0.7)
+    gpus = len(snapshot.gpus)
+    if run.nranks and gpus and run.nranks // (run.nodes or 1) < gpus and best.scope == "intra-node":
+        confidence = min(confidence, 0.6)
+    names = {_model_name(d.name) for d in run.devices if d.name}
+    if names and not names & {_model_name(g.name) for g in snapshot.gpus if g.name}:
+        confidence = min(confidence, 0.4)
+    return confidence
+
+
+def _model_name(name: str) -> str:
+    return re.sub(r"^NVIDIA\s+", "", name.strip()).lower()
+
+
+@rule(
+    id="nccl-tests-wrong-results",
+    title="nccl-tests found wrong results (data corruption)",
+    severity="error",
+    tags=("nccl-tests", "hardware", "correctness"),
+    needs=("nccl_tests",),
+    fix="rerun with -c 1 on each GPU subset to isolate the bad GPU or link; check `nvidia-smi -q -d ECC`, "
+    "`dmesg | grep -i xid` and `nvidia-smi nvlink -e`; try NCCL_PROTO=Simple to rule out LL/LL128",
+)
+def wrong_results(facts: Facts) -> Iterator[Hit]:
+    data = _input(facts)
+    run = data.run
+    bad = [row for row in run.rows if _wrong(row)] if run.wrong_column == "#wrong" else []
+    if not bad and not run.out_of_bounds:
+        return
+    total = sum(_wrong(row) for row in bad)
+    sizes = f" in {len(bad)} of {len(run.rows)} sizes ({_size(bad[0].size)} to {_size(bad[-1].size)})"
+    sizes = sizes if bad else ""
+    oob = f"; the footer reports {run.out_of_bounds} out-of-bounds values" if run.out_of_bounds else ""
+    evidence = [_row_evidence(data, row) for row in bad[:WRONG_ROWS_SHOWN]]
+    if data.footer_line:
+        evidence.append(Evidence("nccl-tests", f"{data.path}:{data.footer_line - 1}", f"Out of bounds values : "
+                                 f"{run.out_of_bounds} {'FAILED' if run.out_of_bounds else 'OK'}"))
+    yield Hit(
+        subject=_subject(run),
+        message=f"{total or run.out_of_bounds} wrong element(s){sizes}{oob}: the collective returned data "
+        "that differs from the expected result, so training on these GPUs can silently diverge or NaN",
+        evidence=tuple(evidence) or (Evidence("nccl-tests", data.path, f"out of bounds {run.out_of_bounds}"),),
+    )
+
+
+def _wrong(row: NcclTestsRow) -> int:
+    return sum(int(h.wrong) for h in (row.out_of_place, row.in_place) if h is not None and h.wrong)
+
+
+@rule(
+    id="nccl-tests-truncated",
+    title="nccl-tests run ended early (crash, hang or time limit)",
+    severity="error",
+    tags=("nccl-tests", "reliability"),
+    needs=("nccl_tests",),
+    fix="rerun the failing size alone (-b SIZE -e SIZE) with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and "
+    "read the WARN lines (topodoc logs); check GPU memory for large sizes and `dmesg` for Xid errors",
+)
+def truncated(facts: Facts) -> Iterator[Hit]:
+    data = _input(facts)
+    run = data.run
+    if run.complete and not run.failures:
+        return
+    last = max(run.rows, key=lambda r: r.line) if run.rows else None
+    done = f"after {len(run.rows)} sizes (last complete: {_size(last.size)})" if last else "before any size"
+    in_flight = next((m for m in map(_UNFINISHED.search, run.failures) if m), None)
+    during = f" while running {_size(int(in_flight[1]))}" if in_flight else ""
+    maxbytes = run.params.get("maxBytes", "")
+    planned = f" of a run planned up to {_size(int(maxbytes))}" if maxbytes.isdigit() else ""
+    failures = [f for f in run.failures if not _UNFINISHED.search(f)]
+    why = f"; it failed with: {failures[0]}" if failures else NO_FAILURE
+    yield Hit(
+        subject=_subject(run),
+        message=f"the run stopped{during} {done}{planned}, with no 'Avg bus bandwidth' footer{why}. "
+        "Its busbw covers only the sizes it finished",
+        evidence=_truncation_evidence(data, last),
+    )
+
+
+_UNFINISHED = re.compile(r"the row for (\d+) bytes \(line \d+\) never completed")
+
+
+def _truncation_evidence(data: NcclTestsInput, last: NcclTestsRow | None) -> tuple[Evidence, ...]:
+    evidence = [_row_evidence(data, last)] if last else []
+    pairs = zip(data.failure_lines, data.run.failures, strict=False)
+    evidence += [Evidence("nccl-tests", f"{data.path}:{n}", text) for n, text in pairs][:2]
+    if data.stop_line and not data.failure_lines:
+        evidence.append(Evidence("nccl-tests", f"{data.path}:{data.stop_line[0]}", data.stop_line[1]))
+    return tuple(evidence) or (Evidence("nccl-tests", data.path, "no result row, no footer"),)
+
+
+RULES = (busbw_below_expected, wrong_results, truncated)
