@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
+
+from conftest import gpu_box, load_tape, make_tree, run_cli
 
 from topodoc import codec
 from topodoc.probe.collect import collect
-from topodoc.probe.host import Host, RootFs
+from topodoc.probe.host import Host, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.pci import DEVICES, _udev_names
 from topodoc.probe.record import open_recording, write_recording
 from topodoc.probe.source import load_snapshot
@@ -81,11 +85,28 @@ def test_cli_record_and_probe_from_round_trip(tmp_path):
 
 
 def test_cli_probe_text_on_a_machine_without_gpus():
-    out = subprocess.run(
-        [sys.executable, "-m", "topodoc", "probe", "--from", str(FIXTURE / "recording.tar.gz")],
-        capture_output=True,
-        text=True,
-    )
+    out = run_cli("probe", "--from", str(FIXTURE / "recording.tar.gz"))
     assert out.returncode == 0
     assert "no NVIDIA GPU/driver found" in out.stdout
     assert "NUMA: 1 node(s)" in out.stdout and "eth0" in out.stdout
+
+
+def test_source_date_epoch_gives_identical_archive_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    files, links = gpu_box()
+    root = make_tree(tmp_path / "root", files, links)
+    first, second = tmp_path / "a" / "box.tar.gz", tmp_path / "b" / "box.tar.gz"
+    for out in (first, second):
+        out.parent.mkdir()
+        write_recording(Host(RootFs(root), TapeNvml(load_tape("healthy-8xh100")), TapeRunner({})), out)
+    assert first.read_bytes() == second.read_bytes()
+    with tarfile.open(first) as tar:
+        assert {m.mtime for m in tar.getmembers()} == {1700000000}
+    assert collect(open_recording(first)).recorded_at == "2023-11-14T22:13:20+00:00"
+
+
+def test_bad_source_date_epoch_is_one_line_and_exit_2(tmp_path):
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "yesterday"}
+    out = subprocess.run([sys.executable, "-m", "topodoc", "record", "-o", str(tmp_path / "x.tar.gz")],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "SOURCE_DATE_EPOCH" in out.stderr

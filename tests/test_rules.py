@@ -46,7 +46,9 @@ def load_case(rule_id: str, case: str) -> Facts:
     log_file = folder / f"{case}.log"
     logs = analyze([str(log_file)]) if log_file.exists() else None
     tests_file = folder / f"{case}.txt"
-    runs = nccl_tests_input(str(tests_file), tests_file.read_text(), snapshot) if tests_file.exists() else None
+    runs = None
+    if tests_file.exists():
+        runs = nccl_tests_input(str(tests_file), tests_file.read_text(), snapshot)
     return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs)
 
 

@@ -25,6 +25,8 @@ def command(output: str, redact: bool, name: str | None) -> None:
         summary = write_recording(Host.live(), output, redact=redact, name=name)
     except OSError as err:
         _fail(f"cannot write {output}: {err.strerror or err}")
+    except ValueError as err:  # SOURCE_DATE_EPOCH that is not a number
+        _fail(str(err))
     click.echo(
         f"wrote {summary.path} ({summary.size_bytes} bytes): {summary.files} files, {summary.links} links, "
         f"{summary.nvml_calls} NVML calls, {summary.commands} commands, {summary.unreadable} unreadable paths"

@@ -58,11 +58,11 @@ def write_recording(
 ) -> RecordingSummary:
     from topodoc.probe.collect import collect
 
+    epoch = source_date_epoch()
     fs = RecordingFs(host.fs)
     nvml, runner = RecordingNvml(host.nvml), RecordingRunner(host.runner)
     collect(Host(fs, nvml, runner))
     name = name or _name_from(out_path)
-    epoch = source_date_epoch()
     meta = _meta(fs, name, redact, epoch)
     members = _members(fs, meta, nvml.tape, runner.tape)
     if redact:

@@ -115,7 +115,7 @@ def _nvlink_lines(reading: Reading) -> list[str]:
 def _links(reading: Reading) -> str:
     counts = reading.nvlink_counts
     spread = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-    return f"{spread} links per pair"
+    return f"{spread} NVLinks per GPU, each pair at that count through the switches"
 
 
 def _pcie_lines(reading: Reading) -> list[str]:

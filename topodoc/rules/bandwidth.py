@@ -212,13 +212,15 @@ def wrong_results(facts: Facts) -> Iterator[Hit]:
     oob = f"; the footer reports {run.out_of_bounds} out-of-bounds values" if run.out_of_bounds else ""
     evidence = [_row_evidence(data, row) for row in bad[:WRONG_ROWS_SHOWN]]
     if data.footer_line:
-        evidence.append(Evidence("nccl-tests", f"{data.path}:{data.footer_line - 1}", f"Out of bounds values : "
-                                 f"{run.out_of_bounds} {'FAILED' if run.out_of_bounds else 'OK'}"))
+        verdict = "FAILED" if run.out_of_bounds else "OK"
+        where = f"{data.path}:{data.footer_line - 1}"
+        evidence.append(Evidence("nccl-tests", where, f"Out of bounds values : {run.out_of_bounds} {verdict}"))
     yield Hit(
         subject=_subject(run),
         message=f"{total or run.out_of_bounds} wrong element(s){sizes}{oob}: the collective returned data "
         "that differs from the expected result, so training on these GPUs can silently diverge or NaN",
-        evidence=tuple(evidence) or (Evidence("nccl-tests", data.path, f"out of bounds {run.out_of_bounds}"),),
+        evidence=tuple(evidence)
+        or (Evidence("nccl-tests", data.path, f"out of bounds {run.out_of_bounds}"),),
     )
 
 
