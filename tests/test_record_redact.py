@@ -3,6 +3,7 @@ redacted recording still replays into a consistent snapshot."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tarfile
 
@@ -108,3 +109,60 @@ def test_redaction_is_consistent_and_keeps_the_shape(octets):
     first, second = once.split()[1], once.split()[3]
     assert first == second and re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", first)
     assert first == mac or mac.strip("0:") != "" and first != mac
+
+
+IPV6_TEXT = (
+    "ip=[fe80::1]:eth0 gw 2001:db8:85a3::8a2e:370:7334 addr fe80:0:0:0:bace:f6ff:fe1a:2b3c "
+    "same fe80::bace:f6ff:fe1a:2b3c gid fe80:0000:0000:0000:bace:f6ff:fe1a:2b3c mapped ::ffff:10.42.7.19"
+)
+KEPT = "lo ::1 any :: bdf 0000:1a:00.0 at 22:15:33 mac b8:ce:f6:1a:2b:3c guid b8ce:f603:001a:2b3c std::vector"
+
+
+def test_compressed_ipv6_spellings_are_redacted_consistently():
+    redactor = Redactor(set(), set())
+    out = redactor.text(IPV6_TEXT + " " + KEPT)
+    for secret in ("fe80::1]", "8a2e:370:7334", "bace:f6ff:fe1a:2b3c", "10.42.7.19"):
+        assert secret not in out, secret
+    words = out.split()
+    same = [words[words.index(tag) + 1] for tag in ("addr", "same", "gid")]
+    assert len({ipaddress.IPv6Address(w) for w in same}) == 1  # one address, however it was written
+    assert words[words.index("gid") + 1].count(":") == 7 and "::" in words[words.index("same") + 1]
+    assert words[words.index("mapped") + 1] == "::ffff:" + redactor.text("10.42.7.19")
+    kept = out[out.index("lo ::1") :]
+    assert kept.split()[:4] == ["lo", "::1", "any", "::"] and "0000:1a:00.0 at 22:15:33" in kept
+    assert "std::vector" in kept and "b8:ce:f6" not in kept and "b8ce:f603" not in kept
+
+
+@given(st.ip_addresses(v=6), st.booleans())
+def test_any_ipv6_spelling_is_replaced_by_a_valid_address(address, exploded):
+    spelled = address.exploded if exploded else address.compressed
+    out = Redactor(set(), set()).text(f"addr {spelled} end")
+    word = out.split()[1]
+    ipaddress.IPv6Address(word)  # still an address
+    if not (address.is_loopback or address.is_unspecified or address.ipv4_mapped):
+        assert ipaddress.IPv6Address(word) != address
+
+
+def test_short_and_full_hostnames_and_the_domain_after_them():
+    full = Redactor({"gpu-node-0417.cluster.example.com", "gpu-node-0417"}, set())
+    text = "node_desc gpu-node-0417 mlx5_0; ssh gpu-node-0417.cluster.example.com; log gpu-node-0417:22"
+    out = full.text(text)
+    assert "gpu-node-0417" not in out and "example.com" not in out and out.count("redacted-host") == 3
+    short = Redactor({"n1"}, set())  # a short name is replaced as a word, never inside other words
+    assert short.text("n1 numa_node1 gpu-n1 n1.rack4.dc numa n10") == "redacted-host numa_node1 gpu-n1 " \
+        "redacted-host numa n10"
+    assert Redactor({"localhost"}, set()).text("localhost 127.0.0.1") == "localhost 127.0.0.1"
+
+
+def test_recording_redacts_a_short_hostname_and_ipv6_in_every_member(tmp_path):
+    files, links = gpu_box()
+    files["/proc/sys/kernel/hostname"] = "n7\n"
+    files["/proc/cmdline"] = "ro ipv6.gw=fe80::1 ip6=2001:db8:85a3::8a2e:370:7334 net=2001:db8:77:: host=n7\n"
+    root = make_tree(tmp_path / "root", files, links)
+    out = tmp_path / "n7.tar.gz"
+    write_recording(Host(RootFs(root), TapeNvml(load_tape("healthy-8xh100")), SmiRunner()), out, redact=True)
+    blob = b"\n".join(archive_bytes(out))
+    assert not re.search(rb"(?<![\w-])n7(?![\w-])", blob)
+    assert b"fe80::1 " not in blob and b"8a2e:370:7334" not in blob and b"2001:db8:77::" not in blob
+    snap = collect(open_recording(out))
+    assert snap.host.hostname == "redacted-host" and "ipv6.gw=fe80::d0c:" in snap.kernel.cmdline

@@ -259,3 +259,35 @@ def damaged_snapshots(draw):
 def test_no_rule_crashes_on_partial_or_odd_snapshots(snapshot):
     report = evaluate(Facts(snapshot=snapshot), registry.RULES)
     assert report.errors == ()
+
+
+# --- fixes found in review ---------------------------------------------------------------------------
+
+
+def test_rail_mismatch_leaves_out_pxn_connections(tmp_path):
+    """``via NET/IB/3(3)`` is PXN: the data crosses NVLink to rank 3's GPU and leaves through its NIC."""
+    fire = (CASES / "rail-mismatch" / "fire.log").read_text()
+    pxn_log = tmp_path / "pxn.log"
+    pxn_log.write_text(fire.replace("via NET/IB/3/GDRDMA", "via NET/IB/3(3)/GDRDMA"))
+    facts = load_case("rail-mismatch", "fire")
+    pxn = dataclasses.replace(facts, logs=analyze([str(pxn_log)]))
+    assert {c.proxy_rank for c in pxn.logs.connections if c.transport.startswith("NET")} == {3}
+    check = [registry.get("rail-mismatch")]
+    assert [f.subject for f in evaluate(facts, check).findings] == ["rank 1 (GPU1)"]
+    assert evaluate(pxn, check).findings == ()
+
+
+def test_fabric_registration_completed_with_an_error_status_is_reported():
+    snapshot = load_case("nvswitch-fabric-incomplete", "clean").snapshot
+    check = [registry.get("nvswitch-fabric-incomplete")]
+
+    def with_fabric(status):
+        fabric = model.GpuFabric(state="completed", status=status)
+        gpus = (dataclasses.replace(snapshot.gpus[0], fabric=fabric), *snapshot.gpus[1:])
+        return evaluate(Facts(snapshot=dataclasses.replace(snapshot, gpus=gpus)), check).findings
+
+    assert with_fabric(0) == () and with_fabric(None) == ()
+    (finding,) = with_fabric(29)  # NVML_ERROR_INVALID_STATE
+    assert finding.subject.startswith("GPU0") and finding.severity == Severity.ERROR
+    assert "error status 29" in finding.message
+    assert [e.where for e in finding.evidence][-1].endswith(".status") and finding.evidence[-1].value == "29"

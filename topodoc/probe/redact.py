@@ -1,18 +1,22 @@
 """Redaction of a recording before it is written: consistent, format-preserving replacements.
 
 Replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
-the hostname (as a whole word; read from ``/proc/sys/kernel/hostname`` and ``/etc/hostname``), GPU
+the hostname (read from ``/proc/sys/kernel/hostname`` and ``/etc/hostname``; the full name and its
+first label, each as a whole word together with any domain written after it, so a short name never
+leaves ``.cluster.example.com`` behind; ``localhost`` and the like identify nobody and stay), GPU
 serials (the tape's ``nvmlDeviceGetSerial`` answers), and by pattern IPv4 addresses (except 0.0.0.0
-and 127.x), MAC addresses (6-byte Ethernet and 20-byte IPoIB), UUIDs (``GPU-``/``MIG-`` prefixes kept),
-128-bit GIDs and 64-bit GUIDs. Binary PCI ``config`` files keep everything but the Device Serial
-Number, which is zeroed. The same original always maps to the same replacement, and a replacement
-has the original's shape (a MAC stays a MAC; an IPv4-mapped RoCE GID maps to the redacted IPv4), so
-the redacted recording still parses into a consistent snapshot. Compressed IPv6 spellings (``fe80::1``)
-are not matched: no collector reads a file that holds one.
+and 127.x), IPv6 addresses in any spelling (``fe80::1``, ``2001:db8::8a2e:370:7334``, unpadded
+groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet and 20-byte IPoIB), UUIDs
+(``GPU-``/``MIG-`` prefixes kept), 128-bit GIDs and 64-bit GUIDs. Binary PCI ``config`` files keep
+everything but the Device Serial Number, which is zeroed. The same original always maps to the same
+replacement, and a replacement has the original's shape (a MAC stays a MAC; a GID and the same
+address written compressed map to one address; an IPv4-mapped RoCE GID maps to the redacted IPv4),
+so the redacted recording still parses into a consistent snapshot.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from itertools import count
@@ -23,6 +27,7 @@ from topodoc.probe.archive import Members
 HEX = "[0-9A-Fa-f]"
 EDGE_L, EDGE_R = r"(?<![0-9A-Fa-f:.])", r"(?![0-9A-Fa-f:-])"
 OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
+GROUPS = rf"(?:{HEX}{{1,4}}(?::{HEX}{{1,4}})*)"
 PATTERN = re.compile(
     EDGE_L
     + "(?:"
@@ -33,10 +38,12 @@ PATTERN = re.compile(
     + rf"|(?P<mac>{HEX}{{2}}(?::{HEX}{{2}}){{5}})"
     + ")"
     + EDGE_R
+    + rf"|(?<![\w:.])(?P<ipv6>{GROUPS}?::{GROUPS}?|{HEX}{{1,4}}(?::{HEX}{{1,4}}){{7}})(?![\w:.-])"
     + rf"|(?<![\d.])(?P<ipv4>{OCTET}(?:\.{OCTET}){{3}})(?![\d.])"
 )
 KEEP_IPV4 = re.compile(r"^(?:0\.0\.0\.0|127\.\d+\.\d+\.\d+)$")
 HOSTNAME_FILES = ("fs/proc/sys/kernel/hostname", "fs/etc/hostname")
+GENERIC_HOSTNAMES = {"localhost", "localhost.localdomain", "localdomain", "(none)", "ubuntu", "debian"}
 
 
 class Redactor:
@@ -44,7 +51,7 @@ class Redactor:
         self.mapping: dict[str, str] = {}
         self.counters = {kind: count(1) for kind in ("gid", "mac20", "uuid", "guid", "mac", "ipv4", "serial")}
         self.literals = sorted(
-            [(re.compile(rf"(?<![\w.-]){re.escape(h)}(?![\w-])"), "redacted-host") for h in hostnames if h]
+            [(_hostname_pattern(h), "redacted-host") for h in hostnames if h and h not in GENERIC_HOSTNAMES]
             + [(re.compile(rf"(?<!\w){re.escape(s)}(?!\w)"), self._serial(s)) for s in serials if s],
             key=lambda item: -len(item[0].pattern),
         )
@@ -63,14 +70,14 @@ class Redactor:
         original = match.group(0)
         if kind == "ipv4" and KEEP_IPV4.match(original) or not original.strip("0:-."):
             return original  # loopback, any-address and all-zero identifiers identify nobody
+        if kind in ("gid", "ipv6"):
+            return self._ipv6(original, exploded=kind == "gid")
         key = f"{kind}:{original.lower()}"
         if key not in self.mapping:
             self.mapping[key] = self._fresh(kind, original)
         return self.mapping[key]
 
     def _fresh(self, kind: str, original: str) -> str:
-        if kind == "gid":
-            return self._gid(original)
         n = next(self.counters[kind])
         if kind == "ipv4":
             return f"192.0.2.{n}" if n < 255 else f"198.18.{n // 256}.{n % 256}"
@@ -81,16 +88,36 @@ class Redactor:
             return f"00000000-0000-4000-8000-{n:012x}"
         return f"0000:0000:{n >> 16 & 0xFFFF:04x}:{n & 0xFFFF:04x}"
 
-    def _gid(self, original: str) -> str:
-        groups = original.lower().split(":")
-        if groups[:6] == ["0000"] * 5 + ["ffff"]:
-            ipv4 = ".".join(str(b) for b in bytes.fromhex(groups[6] + groups[7]))
-            mapped = self.text(ipv4) if not KEEP_IPV4.match(ipv4) else ipv4
-            packed = bytes(int(p) for p in mapped.split(".")).hex()
-            return ":".join(groups[:6] + [packed[:4], packed[4:]])
-        n = next(self.counters["gid"])
-        prefix = "fe80:0000:0000:0000" if groups[0] == "fe80" else "2001:0db8:0000:0000"
-        return f"{prefix}:0000:0000:{n >> 16 & 0xFFFF:04x}:{n & 0xFFFF:04x}"
+    def _ipv6(self, original: str, exploded: bool) -> str:
+        """One replacement per address however it is written (GID, compressed, unpadded)."""
+        try:
+            address = ipaddress.IPv6Address(original)
+        except ValueError:
+            return original  # looked like an address, is not one
+        if address.is_loopback or address.is_unspecified:
+            return original
+        key = f"ipv6:{address.exploded}"
+        if key not in self.mapping:
+            self.mapping[key] = self._fresh_ipv6(address).exploded
+        fresh = ipaddress.IPv6Address(self.mapping[key])
+        return fresh.exploded if exploded else fresh.compressed
+
+    def _fresh_ipv6(self, address: ipaddress.IPv6Address) -> ipaddress.IPv6Address:
+        mapped = address.ipv4_mapped
+        if mapped is not None:  # RoCE v2 GID of an IPv4 address: follows that address
+            ipv4 = str(mapped)
+            return ipaddress.IPv6Address(f"::ffff:{self.text(ipv4) if not KEEP_IPV4.match(ipv4) else ipv4}")
+        prefix = "fe80" if address.is_link_local else "2001:db8"  # "d0c": a documentation address
+        fresh = address
+        while fresh == address:
+            n = next(self.counters["gid"])
+            fresh = ipaddress.IPv6Address(f"{prefix}::d0c:{n >> 16 & 0xFFFF:x}:{n & 0xFFFF:x}")
+        return fresh
+
+
+def _hostname_pattern(name: str) -> re.Pattern:
+    """``name`` as a whole word, with any domain labels written after it."""
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?:\.[A-Za-z0-9-]+)*(?![\w-])")
 
 
 def redact_members(members: Members) -> Redactor:

@@ -214,7 +214,8 @@ def wrong_results(facts: Facts) -> Iterator[Hit]:
     if data.footer_line:
         verdict = "FAILED" if run.out_of_bounds else "OK"
         where = f"{data.path}:{data.footer_line - 1}"
-        evidence.append(Evidence("nccl-tests", where, f"Out of bounds values : {run.out_of_bounds} {verdict}"))
+        footer = f"Out of bounds values : {run.out_of_bounds} {verdict}"
+        evidence.append(Evidence("nccl-tests", where, footer))
     yield Hit(
         subject=_subject(run),
         message=f"{total or run.out_of_bounds} wrong element(s){sizes}{oob}: the collective returned data "

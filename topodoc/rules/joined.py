@@ -79,11 +79,14 @@ def rail_mismatch(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
 
 
 def _nics_used(logs: LogAnalysis, rank: RankInfo, nics: dict[str, Nic]) -> Iterator[tuple[Connection, Nic]]:
-    """The rank's network connections, each with the snapshot's NIC it went through."""
+    """The rank's network connections, each with the snapshot's NIC it went through.
+
+    A PXN connection (``via NET/IB/0(5)``) is left out: its data crosses NVLink to the proxy rank's GPU and
+    leaves through that GPU's own NIC, so a NIC far from the sending GPU is the design, not a mismatch."""
     names = _nic_names(logs, rank.host)
     for conn in logs.connections:
         used = nics.get(names.get(conn.nic, ""))
-        if conn.rank == rank.rank and conn.host == rank.host and used is not None:
+        if conn.rank == rank.rank and conn.host == rank.host and used is not None and conn.proxy_rank is None:
             yield conn, used
 
 

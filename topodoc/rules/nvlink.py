@@ -99,46 +99,6 @@ def nvlink_bridge_pairs_only(snapshot: Snapshot) -> Iterator[Hit]:
     fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "
     "Manager, reset the GPUs, or reboot the node",
 )
-def _off_switch(gpu: Gpu) -> Hit | None:
-    if gpu.lost:
-        return None
-    return Hit(
-        subject=gpu_label(gpu),
-        message="this GPU has no active NVLink to the NVSwitches while its peers do: it talks to "
-        "them over PCIe, and every NVLS/all-reduce including it collapses to PCIe speed",
-        evidence=(
-            Evidence("nvml", f"nvmlDeviceGetNvLinkRemoteDeviceType({gpu.index}, *)", "no active link to a switch"),
-        ),
-    )
-
-
-def _fabric_unregistered(gpu: Gpu) -> Hit | None:
-    """Fabric registration not finished, or finished with an error (``status`` is an nvmlReturn_t, valid
-    once ``state`` is completed; 0 is NVML_SUCCESS)."""
-    fabric = gpu.fabric
-    if fabric is None:
-        return None
-    call = f"nvmlDeviceGetGpuFabricInfoV({gpu.index})"
-    if fabric.state not in FABRIC_DONE:
-        return Hit(
-            subject=gpu_label(gpu),
-            message=f"GPU fabric registration is '{fabric.state}', not 'completed': NVLink P2P is not "
-            "available to applications until Fabric Manager finishes",
-            evidence=(Evidence("nvml", f"{call}.state", fabric.state),),
-        )
-    if fabric.state == "completed" and fabric.status not in (None, 0):
-        return Hit(
-            subject=gpu_label(gpu),
-            message=f"GPU fabric registration completed with error status {fabric.status} (not NVML_SUCCESS): "
-            "the GPU did not join the NVLink fabric, so NVLink P2P is not available to applications",
-            evidence=(
-                Evidence("nvml", f"{call}.state", fabric.state),
-                Evidence("nvml", f"{call}.status", str(fabric.status)),
-            ),
-        )
-    return None
-
-
 def nvswitch_fabric_incomplete(snapshot: Snapshot) -> Iterator[Hit]:
     on_switch = [gpu for gpu in snapshot.gpus if nvlink_targets(gpu)[1]]
     if not on_switch:
@@ -160,6 +120,49 @@ def nvswitch_fabric_incomplete(snapshot: Snapshot) -> Iterator[Hit]:
                 ),
             ),
         )
+
+
+def _off_switch(gpu: Gpu) -> Hit | None:
+    if gpu.lost:
+        return None
+    return Hit(
+        subject=gpu_label(gpu),
+        message="this GPU has no active NVLink to the NVSwitches while its peers do: it talks to "
+        "them over PCIe, and every NVLS/all-reduce including it collapses to PCIe speed",
+        evidence=(
+            Evidence(
+                "nvml", f"nvmlDeviceGetNvLinkRemoteDeviceType({gpu.index}, *)", "no active link to a switch"
+            ),
+        ),
+    )
+
+
+def _fabric_unregistered(gpu: Gpu) -> Hit | None:
+    """Fabric registration not finished, or finished with an error (``status`` is an nvmlReturn_t, valid
+    once ``state`` is completed; 0 is NVML_SUCCESS)."""
+    fabric = gpu.fabric
+    if fabric is None:
+        return None
+    call = f"nvmlDeviceGetGpuFabricInfoV({gpu.index})"
+    if fabric.state not in FABRIC_DONE:
+        return Hit(
+            subject=gpu_label(gpu),
+            message=f"GPU fabric registration is '{fabric.state}', not 'completed': NVLink P2P is not "
+            "available to applications until Fabric Manager finishes",
+            evidence=(Evidence("nvml", f"{call}.state", fabric.state),),
+        )
+    if fabric.state == "completed" and fabric.status not in (None, 0):
+        return Hit(
+            subject=gpu_label(gpu),
+            message=f"GPU fabric registration completed with error status {fabric.status} (not "
+            "NVML_SUCCESS): the GPU did not join the NVLink fabric, so NVLink P2P is not available to "
+            "applications",
+            evidence=(
+                Evidence("nvml", f"{call}.state", fabric.state),
+                Evidence("nvml", f"{call}.status", str(fabric.status)),
+            ),
+        )
+    return None
 
 
 RULES = (nvlink_link_down, nvlink_bridge_pairs_only, nvswitch_fabric_incomplete)
