@@ -106,3 +106,70 @@ def test_recording_nvml_keeps_error_codes():
 def test_affinity_words_to_cpulist():
     assert mask_to_cpulist([0b1111, 1 << 63]) == "0-3,127"
     assert mask_to_cpulist([0] * 4) is None
+
+
+def edited(name: str, rule) -> dict:
+    tape = load_tape(name)
+    tape["calls"] = [c for c in map(rule, tape["calls"]) if c is not None]
+    return tape
+
+
+def link_state_calls(tape: dict) -> list[tuple[int, int]]:
+    recorder = RecordingNvml(TapeNvml(tape))
+    collect_nvml(recorder, [])
+    return [tuple(c["args"]) for c in recorder.tape["calls"] if c["fn"] == "nvmlDeviceGetNvLinkState"]
+
+
+def test_link_count_field_bounds_the_scan():
+    calls = link_state_calls(load_tape("healthy-8xh100"))
+    assert len(calls) == 8 * 18 and max(link for _gpu, link in calls) == 17  # no failing calls on the tape
+
+
+def test_without_the_link_count_every_link_is_tried_and_absent_ones_skipped():
+    assert len(link_state_calls(load_tape("old-driver"))) == 8 * 36
+    _driver, gpus, _pairs, gaps = run("old-driver")
+    assert all(len(g.nvlinks) == 18 for g in gpus) and not any(g.what.startswith("NVLink") for g in gaps)
+
+
+def test_holes_in_the_link_numbering_are_allowed():
+    def rule(call):
+        args = call["args"]
+        if call["fn"].startswith("nvmlDeviceGetNvLink") and args[0] == 0 and args[1] in (2, 5):
+            return {**call, "code": 3, "value": None} if call["fn"].endswith("State") else None
+        return call
+
+    gaps = []
+    _driver, gpus, _pairs = collect_nvml(TapeNvml(edited("healthy-8xh100", rule)), gaps)
+    assert [link.link for link in gpus[0].nvlinks] == [0, 1, 3, 4] + list(range(6, 18))
+    assert len(gpus[1].nvlinks) == 18 and gaps == []
+
+
+def test_tapes_recorded_before_the_link_count_still_replay():
+    """The older recorder asked link after link until the first absent one and stopped there."""
+
+    def legacy(call):
+        return None if call["fn"] == "nvmlDeviceGetFieldValues" else call
+
+    tape = edited("healthy-8xh100", legacy)
+    tape["calls"] += [{"fn": "nvmlDeviceGetNvLinkState", "args": [i, 18], "code": 2} for i in range(8)]
+    gaps = []
+    _driver, gpus, _pairs = collect_nvml(TapeNvml(tape), gaps)
+    assert [len(g.nvlinks) for g in gpus] == [18] * 8 and gaps == []
+    bare = edited("healthy-8xh100", lambda c: None if "NvLink" in c["fn"] or "Field" in c["fn"] else c)
+    gaps = []
+    collect_nvml(TapeNvml(bare), gaps)
+    assert {(g.what, g.reason) for g in gaps if "NVLink" in g.what} == {
+        (f"NVLink 0 of GPU {i}", GapReason.NOT_RECORDED) for i in range(8)
+    }
+
+
+def test_a_link_that_fails_otherwise_is_a_gap_and_the_scan_goes_on():
+    def rule(call):
+        if call["fn"] == "nvmlDeviceGetNvLinkState" and call["args"][0] == 2 and call["args"][1] in (4, 9):
+            return {**call, "code": 4, "value": None}
+        return call
+
+    gaps = []
+    _driver, gpus, _pairs = collect_nvml(TapeNvml(edited("healthy-8xh100", rule)), gaps)
+    assert len(gpus[2].nvlinks) == 16 and gpus[2].nvlinks[-1].link == 17
+    assert [(g.what, g.reason) for g in gaps] == [("2 NVLinks of GPU 2", GapReason.PERMISSION)]

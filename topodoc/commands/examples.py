@@ -36,12 +36,18 @@ def command(as_json: bool) -> None:
 
 
 def why_line(readme: str | None) -> str | None:
-    """The first paragraph line of a README that is not a heading: the example's one-line why."""
+    """The first sentence of a README's first paragraph (after the heading): the example's why."""
+    paragraph: list[str] = []
     for line in (readme or "").splitlines():
         text = line.strip()
-        if text and not text.startswith(("#", "<!--")):
-            return text
-    return None
+        if text.startswith(("#", "<!--")) or (not text and not paragraph):
+            continue
+        if not text:
+            break
+        paragraph.append(text)
+    joined = " ".join(paragraph)
+    end = joined.find(". ")
+    return (joined[: end + 1] if end >= 0 else joined) or None
 
 
 def render(examples: list[Example]) -> str:
