@@ -18,7 +18,7 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
 - ``nvmlDeviceGetFieldValues(i, [91])`` (``NVML_FI_DEV_NVLINK_LINK_COUNT``) -> ``[{"fieldId": 91,
   "nvmlReturn": 0, "value": 18, ...}]``: the number of links to ask about. When it does not answer
   (older driver, per-field error, or a tape recorded before it was asked), every link up to
-  ``NVML_NVLINK_MAX_LINKS`` (36) is tried, as NCCL does.
+  ``NVML_NVLINK_MAX_LINKS`` (36) is tried (NCCL, too, skips links that do not answer).
 - per link ``l`` below that count: ``nvmlDeviceGetNvLinkState(i, l)`` -> 0/1 (InvalidArgument or
   NotSupported: no such link, skipped; holes are allowed), and for active links
   ``nvmlDeviceGetNvLinkVersion(i, l)`` (NVML enum: 5 on A100),
@@ -187,13 +187,19 @@ def _nvlinks(query: Query, i: int) -> tuple[NvLink, ...]:
 
 
 def _squash_link_gaps(gaps: list[Gap], start: int, i: int) -> None:
-    """One Gap per field and reason for all links of GPU ``i`` ("remote type of 18 NVLinks of GPU 0")."""
+    """One Gap per field and reason for all links of GPU ``i`` ("remote type of 18 NVLinks of GPU 0");
+    a field that failed on one link only keeps that link's number."""
     added = gaps[start:]
-    counts = Counter((re.sub(r"NVLink \d+", "NVLink", g.what), g.reason, g.source, g.detail) for g in added)
+    groups: dict[tuple, list[Gap]] = {}
+    for g in added:
+        key = (re.sub(r"NVLink \d+", "NVLink", g.what), g.reason, g.source, g.detail)
+        groups.setdefault(key, []).append(g)
     del gaps[start:]
-    for (what, reason, source, detail), n in counts.items():
-        label = what.replace("NVLink of", f"{n} NVLinks of") if n > 1 else what
-        gaps.append(Gap(label, reason, source, detail))
+    for (what, reason, source, detail), members in groups.items():
+        if len(members) == 1:
+            gaps.append(members[0])
+        else:
+            gaps.append(Gap(what.replace("NVLink of", f"{len(members)} NVLinks of"), reason, source, detail))
 
 
 def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
