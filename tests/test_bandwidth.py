@@ -167,3 +167,28 @@ def test_bandwidth_cli_on_an_example_explains_each_expectation():
     assert proc.returncode == 0, proc.stderr
     assert "GPU0↔GPU1: NV3 through 3x NVLink3, 60 GB/s effective" in proc.stdout
     assert "limiter: GPU0↔GPU7: SYS through AMD Infinity Fabric, 16 GB/s effective" in proc.stdout
+
+
+def _model_of(name: str):
+    from topodoc.commands.bandwidth import model_from_source
+
+    return model_from_source(f"example:{name}")
+
+
+def test_node_bandwidth_is_paced_by_the_slowest_rail_and_skips_storage_nics():
+    healthy = {e.algorithm: e for e in _model_of("dgx-a100").expectations if e.scope == "inter-node"}
+    assert "mlx5_8" in healthy["ring"].limiter and healthy["ring"].busbw_gbps <= 200.0  # 8 rails x 25 GB/s
+    slow = {e.algorithm: e for e in _model_of("hgx-h100-degraded-nic-rate").expectations
+            if e.scope == "inter-node"}
+    assert slow["ring"].busbw_gbps == 200.0  # one CX-7 at 200G paces all eight rails
+
+
+def test_nvls_is_not_expected_when_a_gpu_is_off_the_nvswitch_fabric():
+    algorithms = {e.algorithm for e in _model_of("hgx-h100-degraded-nvswitch-incomplete").expectations}
+    assert "nvls" not in algorithms
+    assert "nvls" in {e.algorithm for e in _model_of("hgx-h100-8x400g-ib").expectations}
+
+
+def test_arm_cpu_implementer_code_is_recognised():
+    rate = links.cpu_interconnect("0x41", None)
+    assert rate.label == "ARM inter-socket" and rate.nccl_gbps == 6.0

@@ -160,7 +160,8 @@ def cpu_interconnect(
         return LinkRate("cpu", "Zhaoxin ZPI", None, 6.0, CPU_SOURCE)
     if "POWER9" in name.upper():
         return LinkRate("cpu", "POWER9 X-bus", None, 32.0, CPU_SOURCE)
-    if vendor.startswith("ARM") or "Neoverse" in name or "Grace" in name:
+    # Arm's /proc/cpuinfo has no vendor_id line: "CPU implementer : 0x41" (Arm Ltd.) is what stands for it
+    if vendor.startswith("ARM") or vendor.lower() == "0x41" or "Neoverse" in name or "Grace" in name:
         return LinkRate("cpu", "ARM inter-socket", None, 6.0, CPU_SOURCE)
     return LinkRate("cpu", "inter-socket link (CPU unknown)", None, 10.0, CPU_SOURCE + "; SKL figure assumed")
 

@@ -151,6 +151,8 @@ def _on_ring(pair: PairBandwidth, order: list[str]) -> bool:
 def _nvls(topology: Topology, sm: int | None, ring: Expectation) -> tuple[Expectation, ...]:
     if topology.shape.nvlink not in ("nvswitch", "fabric-clique") or sm is None or sm < 90:
         return ()
+    if not all(pair.through_nvswitch for pair in topology.gpu_pairs):
+        return ()  # NVLS needs every GPU of the communicator on the NVSwitch fabric
     known = NVLS_H100_8GPU_GBPS if sm < 100 and ring.ranks == 8 else None
     reason = ("NVLink SHARP (NVLS, NCCL >= 2.17) reduces inside the NVSwitch, so all_reduce busbw can "
               "exceed the ring bound; nccl-tests#212 reports ~480 GB/s on 8x H100")
@@ -159,15 +161,43 @@ def _nvls(topology: Topology, sm: int | None, ring: Expectation) -> tuple[Expect
 
 
 def node_nic_bandwidth(topology: Topology) -> tuple[float | None, str | None]:
-    """B_node: the sum of the node's RDMA NIC rates (Ethernet/gVNIC when it has no RDMA NIC)."""
+    """B_node: the rails' bandwidth. NCCL spreads channels evenly over the NICs it uses, so the slowest
+    rail sets the pace: B_node = rails x the slowest rail's rate. Rails are the RDMA NICs nearest to some
+    GPU (a storage NIC on no GPU's path is not one); a NIC with a port down carries nothing. Without RDMA
+    NICs, the gVNIC/Ethernet NICs stand in (TCPX, sockets)."""
     rdma = [n for n in topology.nics if n.kind in RDMA_KINDS and n.rate_gbps]
-    chosen = rdma or [n for n in topology.nics if n.kind in ("gvnic", "ethernet") and n.rate_gbps]
-    if not chosen:
+    pool = rdma or [n for n in topology.nics if n.kind in ("gvnic", "ethernet") and n.rate_gbps]
+    rails = _rail_nics(topology, pool)
+    up = [n for n in rails if not n.ports_down]
+    if not up:
         return None, None
-    total = sum(n.rate_gbps for n in chosen) / 8
-    speeds = sorted({n.rate_gbps for n in chosen})
-    label = f"{len(chosen)}x {chosen[0].kind} at {'/'.join(f'{s:g}' for s in speeds)} Gb/s = {total:g} GB/s"
+    slowest = min(n.rate_gbps for n in up)
+    total = len(up) * slowest / 8
+    speeds = sorted({n.rate_gbps for n in up})
+    label = f"{len(up)}x {up[0].kind} at {slowest:g} Gb/s = {total:g} GB/s"
+    if len(speeds) > 1:
+        rates_seen = "/".join(f"{s:g}" for s in speeds)
+        label = f"{len(up)}x {up[0].kind} at {rates_seen} Gb/s, paced by the slowest: {label}"
+    left_out = [n.device for n in pool if n not in up]
+    if left_out:
+        label += f" (not counted: {', '.join(left_out)})"
     return total, label
+
+
+_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def _rail_nics(topology: Topology, pool: list) -> list:
+    """The NICs of ``pool`` that are nearest (by PCIe class) to at least one GPU; all of them if none is."""
+    names = {n.name for n in pool}
+    nearest: set[str] = set()
+    for gpu in topology.gpus:
+        conns = [c for c in topology.gpu_nic if gpu.name in (c.a, c.b) and ({c.a, c.b} & names)]
+        ranked = [(_LEVELS.index(c.pci_level), c) for c in conns if c.pci_level in _LEVELS]
+        if ranked:
+            best = min(rank for rank, _ in ranked)
+            nearest |= {c.b if c.a == gpu.name else c.a for rank, c in ranked if rank == best}
+    return [n for n in pool if n.name in nearest] or pool
 
 
 def inter_node_expectations(
