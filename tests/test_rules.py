@@ -291,3 +291,129 @@ def test_fabric_registration_completed_with_an_error_status_is_reported():
     assert finding.subject.startswith("GPU0") and finding.severity == Severity.ERROR
     assert "error status 29" in finding.message
     assert [e.where for e in finding.evidence][-1].endswith(".status") and finding.evidence[-1].value == "29"
+
+
+# --- rule logic found weak in expert review ----------------------------------------------------------
+
+
+def findings(rule_id: str, facts: Facts):
+    return evaluate(facts, [registry.get(rule_id)]).findings
+
+
+def test_spare_port_of_a_dual_port_nic_is_a_warning_and_a_dead_adapter_an_error():
+    (spare,) = findings("ib-port-down", load_case("ib-port-down", "fire-dual-port-spare"))
+    assert (spare.subject, spare.severity) == ("mlx5_5 port 1", Severity.WARNING)
+    assert "mlx5_4 port 1 on the same adapter is ACTIVE" in spare.message and "Socket" not in spare.message
+    assert [(e.where, e.value) for e in spare.evidence][-1] == (
+        "/sys/class/infiniband/mlx5_4/ports/1/state",
+        "ACTIVE",
+    )
+    both = findings("ib-port-down", load_case("ib-port-down", "fire-dual-port-both-down"))
+    assert [f.subject for f in both] == ["mlx5_4 port 1", "mlx5_5 port 1"]
+    assert all("no other port of this adapter is ACTIVE" in f.message for f in both)
+    (rail,) = findings("ib-port-down", load_case("ib-port-down", "fire"))
+    assert (rail.subject, rail.severity) == ("mlx5_2 port 1", Severity.ERROR)
+
+
+def test_numa_mismatch_message_says_what_the_gpus_own_node_offers():
+    (shared,) = findings("gpu-nic-numa-mismatch", load_case("gpu-nic-numa-mismatch", "fire-unbalanced"))
+    assert shared.subject == "GPU1->mlx5_1"
+    assert "GPU1 on node 0 gets mlx5_1 on node 1 (SYS)" in shared.message
+    assert "mlx5_0 (paired with GPU0)" in shared.message and "no RDMA NIC" not in shared.message
+    snapshot = BASE
+    lonely = dataclasses.replace(snapshot, nics=snapshot.nics[:2])  # both NICs on socket 0
+    (none,) = findings("gpu-nic-numa-mismatch", Facts(snapshot=lonely))
+    assert none.subject == "GPU2->mlx5_1, GPU3->mlx5_1"
+    assert "node 1 has no RDMA NIC at all" in none.message
+
+
+def _bridged(snapshot, compute_capability, version, links):
+    """The bridge-pair case with each bond reset to ``links`` NVLinks of NVML ``version``."""
+    gpus = tuple(
+        dataclasses.replace(
+            g,
+            compute_capability=compute_capability,
+            nvlinks=tuple(
+                dataclasses.replace(g.nvlinks[0], link=n, version=version) for n in range(links)
+            ),
+        )
+        for g in snapshot.gpus
+    )
+    return Facts(snapshot=dataclasses.replace(snapshot, gpus=gpus))
+
+
+def test_bridge_bandwidth_follows_link_count_and_nvlink_generation():
+    fire = load_case("nvlink-bridge-pairs-only", "fire").snapshot
+    (h100,) = findings("nvlink-bridge-pairs-only", Facts(snapshot=fire))
+    assert "the bridge's 75 GB/s per direction (3x NVLink4)" in h100.message
+    assert h100.evidence[-1].where == "nvmlDeviceGetNvLinkVersion(0, 0)" and h100.evidence[-1].value == "6"
+    (by_version,) = findings("nvlink-bridge-pairs-only", _bridged(fire, None, 5, 12))  # NVML 5 = NVLink 3.1
+    assert "300 GB/s per direction (12x NVLink3)" in by_version.message
+    (ga10x,) = findings("nvlink-bridge-pairs-only", _bridged(fire, "8.6", 5, 4))
+    assert "56.25 GB/s per direction" in ga10x.message
+
+
+def test_aer_evidence_quotes_the_kernels_counter_lines():
+    (finding,) = findings("pcie-aer-errors", load_case("pcie-aer-errors", "fire"))
+    assert [(e.where.rsplit("/", 1)[1], e.value) for e in finding.evidence] == [
+        ("aer_dev_correctable", "TOTAL_ERR_COR 14"),
+        ("aer_dev_fatal", "TOTAL_ERR_FATAL 0"),
+        ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL 2"),
+    ]
+
+
+def test_gdr_unused_cites_peermem_or_what_proved_dmabuf():
+    facts = load_case("gdr-unused-but-possible", "fire")
+    (peermem,) = findings("gdr-unused-but-possible", facts)
+    assert peermem.evidence[-1] == Evidence("sysfs", "/sys/module/nvidia_peermem/version", "550.54.15")
+    kernel = dataclasses.replace(facts.snapshot.kernel, peermem_module=None, peermem_version=None)
+    dmabuf = dataclasses.replace(facts, snapshot=dataclasses.replace(facts.snapshot, kernel=kernel))
+    (finding,) = findings("gdr-unused-but-possible", dmabuf)
+    cited = {e.where: e.value for e in finding.evidence if e.source != "log"}
+    assert cited == {
+        "/proc/sys/kernel/osrelease": "5.15.0-105-generic",
+        "/proc/driver/nvidia/version": "Open Kernel Module 550.54.15",
+    }
+    assert "DMA-BUF is available" in finding.message
+
+
+def test_cpuset_finding_says_whose_cpuset_and_trusts_a_recording_less():
+    facts = load_case("cpuset-excludes-gpu-cpus", "fire")
+    recorded = findings("cpuset-excludes-gpu-cpus", facts)
+    assert {f.confidence for f in recorded} == {0.5}
+    assert "the recording does not say whether that process ran inside a job" in recorded[0].message
+    live = Facts(snapshot=dataclasses.replace(facts.snapshot, source="live"))
+    now = findings("cpuset-excludes-gpu-cpus", live)
+    assert {f.confidence for f in now} == {1.0} and [f.subject for f in now] == [f.subject for f in recorded]
+    assert "topodoc's own cpuset" in now[0].message
+    assert "inside the job's cgroup or container" in now[0].message
+
+
+def test_gdr_prereq_leaves_efa_to_the_log_rules():
+    efa = load_case("gdr-prereq-missing", "clean-efa").snapshot
+    assert {n.kind for n in efa.nics} == {"efa"} and not findings("gdr-prereq-missing", Facts(snapshot=efa))
+    as_ib = dataclasses.replace(efa, nics=tuple(dataclasses.replace(n, kind="ib") for n in efa.nics))
+    assert [f.severity for f in findings("gdr-prereq-missing", Facts(snapshot=as_ib))] == [Severity.ERROR]
+    assert "EFA" in registry.get("gdr-prereq-missing").doc_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("log", "line", "detail"),
+    [
+        ("ofi_init_failed_socket_fallback_p4d.log", 10, "failed to initialize:"),
+        ("efa_devices_hidden_in_container_2_27.log", 7, "(OFI fi_getinfo() call failed: No data available)"),
+    ],
+)
+def test_socket_fallback_names_the_net_plugin_nccl_passed_over(log, line, detail):
+    path = ROOT / "fixtures" / "logs" / log
+    (finding,) = findings("nccl-socket-fallback", Facts(logs=analyze([str(path)])))
+    assert (finding.severity, finding.confidence) == (Severity.ERROR, 1.0)
+    assert "the net plugin aws-ofi-nccl" in finding.message and detail in finding.message
+    assert f"{path}:{line}" in [e.where for e in finding.evidence]
+    assert finding.evidence[-1].value.endswith("via NET/Socket/0")
+    assert finding.fix.startswith("make aws-ofi-nccl usable")
+
+
+def test_socket_fallback_without_a_passed_over_plugin_keeps_the_ethernet_only_reading():
+    (finding,) = findings("nccl-socket-fallback", load_case("nccl-socket-fallback", "fire-ethernet-only"))
+    assert (finding.severity, finding.confidence) == (Severity.INFO, 0.5)

@@ -38,6 +38,10 @@ def acs_text(value: int) -> str:
     "kernel module on a kernel with DMA-BUF support",
 )
 def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
+    # EFA is left out on purpose: its kernel driver pins GPU memory itself (NVIDIA's p2p interface, or the
+    # efa_nv_peermem module with the open GPU driver), so the absence of nvidia_peermem/nv_peer_mem says
+    # nothing about GPUDirect RDMA over EFA; the log rules judge it (aws-ofi-nccl's "GDR disabled" warning,
+    # no /GDRDMA). See docs/gdr-prereq-missing.md.
     nics = [nic for nic in rdma_nics(snapshot) if nic.kind in VERBS_KINDS]
     kernel = snapshot.kernel
     if not nics or not snapshot.gpus or kernel.peermem_module or kernel.dmabuf_supported:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
-from topodoc.model import Gpu, Nic, Snapshot
+from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
 from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist
 from topodoc.rules.engine import Evidence, Hit
 from topodoc.rules.machine import (
@@ -171,9 +171,32 @@ def gdr_unused_but_possible(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[H
             message="the log shows no GPUDirect RDMA, yet every GPU has a NIC within PXB and "
             f"{kernel.peermem_module or 'DMA-BUF'} is available"
             + (f"; {overrides[0].name}={overrides[0].value} is set" if overrides else ""),
-            evidence=kept_lines(logs.summary.evidence.get("gdr", ()), 2)
-            + (Evidence("sysfs", "/sys/module/nvidia_peermem", kernel.peermem_module or "dmabuf"),),
+            evidence=kept_lines(logs.summary.evidence.get("gdr", ()), 2) + _gdr_means(kernel),
         )
+
+
+PEERMEM_PATHS = {  # where each peer-memory module shows itself (NCCL's own checks, REFERENCE.md §1.12)
+    "nvidia_peermem": "/sys/module/nvidia_peermem/version",
+    "nv_peer_mem": "/sys/kernel/mm/memory_peers/nv_mem/version",
+}
+
+
+def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
+    """What proved GPUDirect RDMA possible: the peer-memory module, or else what DMA-BUF rests on (the open
+    NVIDIA kernel module on Linux >= 5.12)."""
+    if kernel.peermem_module and kernel.peermem_version:
+        where = PEERMEM_PATHS.get(kernel.peermem_module, f"/sys/module/{kernel.peermem_module}/version")
+        return (Evidence("sysfs", where, kernel.peermem_version),)
+    if kernel.peermem_module:
+        return (Evidence("sysfs", f"/sys/module/{kernel.peermem_module}", "present"),)
+    module = {True: "Open Kernel Module", False: "proprietary kernel module"}.get(
+        kernel.nvidia_open_kernel_module, "(not recorded)"
+    )
+    driver = f"{module} {kernel.nvidia_driver_version or ''}".strip()
+    return (
+        Evidence("procfs", "/proc/sys/kernel/osrelease", kernel.release or "(not recorded)"),
+        Evidence("procfs", "/proc/driver/nvidia/version", driver),
+    )
 
 
 RULES = (rail_mismatch, p2p_over_pcie_despite_nvlink, socket_despite_active_ib, gdr_unused_but_possible)

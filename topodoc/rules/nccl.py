@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator
 
-from topodoc.logmodel import LogAnalysis, LogError, LogSummary
+from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
 from topodoc.rules.common import kept_lines, log_line, log_rule
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity
 
@@ -64,7 +64,10 @@ def nccl_socket_fallback(logs: LogAnalysis) -> Iterator[Hit]:
         return
     signals = _rdma_signals(logs)
     chosen = _summary_evidence(logs.summary, "transport", 1)
-    if signals:
+    passed_over = _passed_over(logs)
+    if passed_over:
+        yield _plugin_fallback(passed_over, chosen)
+    elif signals:
         yield Hit(
             subject="job",
             message="the inter-node transport is NET/Socket (TCP through the kernel, a few GB/s at best) "
@@ -83,6 +86,34 @@ def nccl_socket_fallback(logs: LogAnalysis) -> Iterator[Hit]:
             severity=Severity.INFO,
             confidence=0.5,
         )
+
+
+def _passed_over(logs: LogAnalysis) -> list[PluginInfo]:
+    """Net plugins that loaded, or were found but failed, and that NCCL did not select."""
+    return [
+        plugin
+        for plugin in logs.plugins
+        if plugin.kind == "net" and plugin.status in ("loaded", "failed") and plugin.selected is False
+    ]
+
+
+def _plugin_fallback(plugins: list[PluginInfo], chosen: tuple[Evidence, ...]) -> Hit:
+    first = plugins[0]
+    version = f" {first.version}" if first.version else ""
+    what = "failed to initialize" if first.status == "failed" else "loaded, but NCCL did not select it"
+    reason = f" ({first.detail})" if first.detail and first.name not in first.detail else ""
+    others = f"; also passed over: {', '.join(p.name for p in plugins[1:])}" if len(plugins) > 1 else ""
+    lines = (first.evidence, first.failure) if first.failure != first.evidence else (first.evidence,)
+    return Hit(
+        subject="job",
+        message="the inter-node transport is NET/Socket (TCP through the kernel, a few GB/s at best) because "
+        f"the net plugin {first.name}{version} {what}{reason}: NCCL fell back to sockets without failing "
+        f"the job{others}",
+        evidence=tuple(log_line(line) for line in lines if line is not None) + chosen,
+        fix=f"make {first.name} usable (its library and dependencies on LD_LIBRARY_PATH; in a container the "
+        "RDMA devices under /dev/infiniband; for aws-ofi-nccl the EFA provider, `fi_info -p efa`), then set "
+        "NCCL_NET to its network so that a failure stops the job instead of falling back",
+    )
 
 
 nccl_net_plugin_failed = error_rule(

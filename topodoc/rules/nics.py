@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc import pciaddr
 from topodoc.model import Nic, NicPort, Snapshot
 from topodoc.rules.common import snapshot_rule
 from topodoc.rules.engine import Evidence, Hit, Severity
@@ -47,18 +48,63 @@ def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
 def ib_port_down(snapshot: Snapshot) -> Iterator[Hit]:
     rails = {pair.nic.name for pair in rail_pairs(snapshot)}
     for nic, port in verbs_ports(snapshot):
-        if port.state and port.state.upper() != "ACTIVE":
-            yield Hit(
-                subject=_port_subject(nic, port),
-                message=f"port state {port.state} ({port.phys_state or 'physical state unknown'}): NCCL "
-                "silently drops this port from its device list, so its GPU's traffic moves to another rail "
-                "or to Socket",
-                evidence=(
-                    _port_evidence(nic, port, "state", port.state),
-                    _port_evidence(nic, port, "phys_state", port.phys_state or "?"),
-                ),
-                severity=None if nic.name in rails else Severity.WARNING,
-            )
+        if not port.state or port_active(port):
+            continue
+        live = _active_sibling(snapshot, nic, port)
+        if live is not None:
+            yield _spare_port(nic, port, *live)
+            continue
+        yield Hit(
+            subject=_port_subject(nic, port),
+            message=f"port state {port.state} ({port.phys_state or 'physical state unknown'}) and no other "
+            "port of this adapter is ACTIVE: NCCL silently drops the port from its device list, so its GPU's "
+            "traffic moves to another rail or to Socket",
+            evidence=_state_evidence(nic, port),
+            severity=None if nic.name in rails else Severity.WARNING,
+        )
+
+
+def _state_evidence(nic: Nic, port: NicPort) -> tuple[Evidence, ...]:
+    return (
+        _port_evidence(nic, port, "state", port.state or "?"),
+        _port_evidence(nic, port, "phys_state", port.phys_state or "?"),
+    )
+
+
+def _active_sibling(snapshot: Snapshot, nic: Nic, port: NicPort) -> tuple[Nic, NicPort] | None:
+    """An ACTIVE port on the same adapter: another port of this RDMA device, or a port of another PCI
+    function of the same PCI device (a dual-port ConnectX shows up as mlx5_8 on .0 and mlx5_9 on .1)."""
+    card = _card(nic.pci_address)
+    for other, other_port in verbs_ports(snapshot):
+        same = other.name == nic.name and other_port.port != port.port
+        sibling = other.name != nic.name and card is not None and _card(other.pci_address) == card
+        if (same or sibling) and port_active(other_port):
+            return other, other_port
+    return None
+
+
+def _card(address: str | None) -> tuple[int, int, int] | None:
+    """Domain, bus and device of a PCI function: what its sibling functions share."""
+    found = pciaddr.try_normalize(address)
+    if found is None:
+        return None
+    domain, bus, device, _function = pciaddr.parse(found)
+    return domain, bus, device
+
+
+def _spare_port(nic: Nic, port: NicPort, live: Nic, live_port: NicPort) -> Hit:
+    live_state = _port_evidence(live, live_port, "state", live_port.state or "")
+    return Hit(
+        subject=_port_subject(nic, port),
+        message=f"port state {port.state} ({port.phys_state or 'physical state unknown'}) while "
+        f"{_port_subject(live, live_port)} on the same adapter is ACTIVE: the adapter still serves its rail "
+        "through the active port, but this port adds no bandwidth; a second port left uncabled or disabled "
+        "may be intended (one cable per dual-port card)",
+        evidence=(*_state_evidence(nic, port), live_state),
+        fix="if this port should carry traffic, check its cable and switch port (`ibstat`); if it is unused "
+        "by design, nothing to do",
+        severity=Severity.WARNING,
+    )
 
 
 @snapshot_rule(

@@ -27,21 +27,45 @@ from topodoc.rules.machine import (
     "on its node",
 )
 def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
-    split = [pair for pair in rail_pairs(snapshot) if _nodes(snapshot, pair)]
+    pairs = rail_pairs(snapshot)
+    split = [pair for pair in pairs if _nodes(snapshot, pair)]
     if not split:
         return
     first = split[0]
     gpu_node, nic_node = _nodes(snapshot, first)
     yield Hit(
         subject=rail_names(split),
-        message=f"{len(split)} GPU(s) have no NIC on their own NUMA node ({gpu_name(first.gpu)} is on node "
-        f"{gpu_node}, {first.nic.name} on node {nic_node}): their network traffic crosses the inter-socket "
-        "link and GPUDirect RDMA is off for them under NCCL's default GDR level",
+        message=f"{len(split)} GPU(s) get an RDMA NIC on another NUMA node when each GPU takes its own "
+        "nearest NIC (rail pairing, shared only when NICs run out): "
+        f"{gpu_name(first.gpu)} on node {gpu_node} gets {first.nic.name} on node {nic_node} ({first.path}); "
+        + _local_choice(snapshot, pairs, first),
         evidence=tuple(
             sysfs_evidence(addr, "numa_node", str(snapshot.pci[addr].numa_node))
             for p in split[:2]
             for addr in (p.gpu.pci_address, p.nic.pci_address)
         ),
+    )
+
+
+def _local_choice(snapshot: Snapshot, pairs: list[RailPair], pair: RailPair) -> str:
+    """What the GPU's own NUMA node offers instead: no RDMA NIC at all, or NICs paired with other GPUs."""
+    node = snapshot.pci[pair.gpu.pci_address].numa_node
+    owners = {other.nic.name: gpu_name(other.gpu) for other in pairs if other.gpu != pair.gpu}
+    local = [
+        nic.name
+        for nic in rdma_nics(snapshot)
+        if nic.pci_address in snapshot.pci and snapshot.pci[nic.pci_address].numa_node == node
+    ]
+    cost = (
+        "the GPU's network traffic crosses NUMA nodes through the CPU, with GPUDirect RDMA off under NCCL's "
+        "default GDR level"
+    )
+    if not local:
+        return f"node {node} has no RDMA NIC at all, so {cost}"
+    taken = ", ".join(f"{name} (paired with {owners[name]})" if name in owners else name for name in local)
+    return (
+        f"node {node}'s RDMA NIC(s) {taken} serve other GPUs: NCCL either shares them or uses the far NIC, "
+        f"and then {cost}"
     )
 
 
@@ -84,6 +108,7 @@ def cpuset_excludes_gpu_cpus(snapshot: Snapshot) -> Iterator[Hit]:
     allowed = parse_cpulist(snapshot.process_cpuset)
     if not allowed:
         return
+    whose, caveat, confidence = _whose_cpuset(snapshot)
     for gpu in snapshot.gpus:
         device = gpu_device(snapshot, gpu)
         local_text = (device.local_cpulist if device else None) or gpu.cpu_affinity
@@ -91,14 +116,29 @@ def cpuset_excludes_gpu_cpus(snapshot: Snapshot) -> Iterator[Hit]:
         if local and not local & allowed:
             yield Hit(
                 subject=gpu_label(gpu),
-                message=f"the process may only run on CPUs {snapshot.process_cpuset}, none of which are "
-                f"local to {gpu_name(gpu)} ({local_text}): NCCL logs 'Affinity for GPU {gpu.index} is empty' "
-                "and its proxy threads run on the far socket",
+                message=f"{whose} may only run on CPUs {snapshot.process_cpuset}, none of which are local to "
+                f"{gpu_name(gpu)} ({local_text}): a job confined like this gets NCCL's 'Affinity for GPU "
+                f"{gpu.index} is empty' and proxy threads on the far socket; {caveat}",
                 evidence=(
                     Evidence("procfs", "/proc/self/status Cpus_allowed_list", snapshot.process_cpuset or ""),
                     sysfs_evidence(gpu.pci_address or "?", "local_cpulist", local_text or ""),
                 ),
+                confidence=confidence,
             )
+
+
+INSIDE_JOB = "inside the job's cgroup or container (srun, docker exec, kubectl exec) to check the job's own"
+
+
+def _whose_cpuset(snapshot: Snapshot) -> tuple[str, str, float]:
+    """Whose cpuset the snapshot holds, what that means for a job, and the confidence: a live probe reads
+    this process's (run where the user chose); a recording holds its recorder's, with nothing saying the
+    recorder ran inside a job."""
+    if snapshot.source == "live":
+        return "this topodoc process", f"this is topodoc's own cpuset: run it {INSIDE_JOB}", 1.0
+    when = f" at {snapshot.recorded_at}" if snapshot.recorded_at else ""
+    caveat = f"the recording does not say whether that process ran inside a job: record {INSIDE_JOB}"
+    return f"the process that made the recording {snapshot.source}{when}", caveat, 0.5
 
 
 RULES = (gpu_nic_numa_mismatch, numa_node_unknown, cpuset_excludes_gpu_cpus)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.bandwidth import links
 from topodoc.model import Gpu, Snapshot
 from topodoc.rules.common import shortlist, snapshot_rule
 from topodoc.rules.engine import Evidence, Hit
 from topodoc.rules.machine import gpu_label, nvlink_targets, pair_names
 
 FABRIC_DONE = (None, "not_supported", "completed")
+# NVML's nvmlNvlinkVersion_t (1_0=1, 2_0=2, 2_2=3, 3_0=4, 3_1=5, 4_0=6, 5_0=7, 6_0=8; REFERENCE.md §4) -> the
+# NVLink generation, and the first SM of each generation (the inverse of links.nvlink_generation)
+NVML_VERSION_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+GEN_FIRST_SM = {1: 60, 2: 70, 3: 80, 4: 90, 5: 100}
 
 
 def _active(gpu: Gpu) -> int:
@@ -82,15 +87,48 @@ def nvlink_bridge_pairs_only(snapshot: Snapshot) -> Iterator[Hit]:
     groups = [g for g in _components(snapshot) if len(g) > 1]
     if groups and max(len(g) for g in groups) == 2:
         pairs = " ".join(f"({min(g)},{max(g)})" for g in sorted(groups, key=min))
+        rates = [_bridge_rate(snapshot, min(g), max(g)) for g in sorted(groups, key=min)]
         yield Hit(
             subject=f"NVLink pairs {pairs}",
             message=f"NVLink bridges join only pairs {pairs} of {len(snapshot.gpus)} GPUs: a tensor-parallel "
             "group larger than 2 sends its all-reduces over PCIe (PIX, or SYS across sockets) at a fraction "
-            "of the bridge's 100 GB/s per direction",
+            f"of {_rates_text(rates)}",
             evidence=(
                 Evidence("nvml", "nvmlDeviceGetNvLinkRemotePciInfo", f"peers form {len(groups)} pairs"),
+                *_version_evidence(snapshot, min(groups[0])),
             ),
         )
+
+
+def _bridge_rate(snapshot: Snapshot, a: int, b: int) -> links.LinkRate:
+    """The bond between GPUs ``a`` and ``b``: its active links to the peer, at the GPU's NVLink generation
+    (from the compute capability, else from NVML's link version)."""
+    gpu = next(g for g in snapshot.gpus if g.index == a)
+    peer = next(g for g in snapshot.gpus if g.index == b)
+    bond = [link for link in gpu.nvlinks if link.active and link.remote_pci_address == peer.pci_address]
+    sm = links.sm_number(gpu.compute_capability)
+    if sm is None:
+        version = next((link.version for link in bond if link.version is not None), None)
+        sm = GEN_FIRST_SM.get(NVML_VERSION_GEN.get(version or 0, 0))
+    return links.nvlink(sm, len(bond))
+
+
+def _rates_text(rates: list[links.LinkRate]) -> str:
+    """``the bridge's 75 GB/s per direction (3x NVLink3)``; a range when the pairs differ."""
+    known = sorted({(r.line_gbps, r.label) for r in rates if r.line_gbps})
+    if not known or len(known) < len(set(rates)):
+        return "the bridges' NVLink bandwidth"
+    if len(known) == 1:
+        return f"the bridge's {known[0][0]:g} GB/s per direction ({known[0][1]})"
+    return f"the bridges' {known[0][0]:g}-{known[-1][0]:g} GB/s per direction"
+
+
+def _version_evidence(snapshot: Snapshot, index: int) -> tuple[Evidence, ...]:
+    gpu = next(g for g in snapshot.gpus if g.index == index)
+    link = next((link for link in gpu.nvlinks if link.active and link.version is not None), None)
+    if link is None:
+        return ()
+    return (Evidence("nvml", f"nvmlDeviceGetNvLinkVersion({index}, {link.link})", str(link.version)),)
 
 
 @snapshot_rule(

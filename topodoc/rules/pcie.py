@@ -247,13 +247,27 @@ def pcie_aer_errors(snapshot: Snapshot) -> Iterator[Hit]:
                 subject=label,
                 message=f"{fatal} uncorrectable and {correctable} correctable PCIe errors recorded: the link "
                 "is marginal (replays slow it down; uncorrectable errors can drop the device)",
-                evidence=tuple(
-                    sysfs_evidence(dev.address, f"aer_dev_{kind}", f"TOTAL {count}")
-                    for kind, count in sorted(dev.aer.items())
-                    if count
-                ),
+                evidence=_aer_evidence(dev),
                 severity=None if fatal else Severity.WARNING,
             )
+
+
+# each AER counter file and the TOTAL line it ends with (linux Documentation/ABI/testing/
+# sysfs-bus-pci-devices-aer_stats; REFERENCE.md §5)
+AER_TOTALS = {
+    "correctable": ("aer_dev_correctable", "TOTAL_ERR_COR"),
+    "fatal": ("aer_dev_fatal", "TOTAL_ERR_FATAL"),
+    "nonfatal": ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
+}
+
+
+def _aer_evidence(dev: PciDevice) -> tuple[Evidence, ...]:
+    """Each recorded AER counter file as the kernel writes its last line, e.g. ``TOTAL_ERR_COR 14``."""
+    return tuple(
+        sysfs_evidence(dev.address, name, f"{total} {dev.aer[kind]}")
+        for kind, (name, total) in AER_TOTALS.items()
+        if kind in dev.aer
+    )
 
 
 @snapshot_rule(
