@@ -417,3 +417,24 @@ def test_socket_fallback_names_the_net_plugin_nccl_passed_over(log, line, detail
 def test_socket_fallback_without_a_passed_over_plugin_keeps_the_ethernet_only_reading():
     (finding,) = findings("nccl-socket-fallback", load_case("nccl-socket-fallback", "fire-ethernet-only"))
     assert (finding.severity, finding.confidence) == (Severity.INFO, 0.5)
+
+
+def _host_facts(name: str, log: str | None = None) -> Facts:
+    from topodoc.probe.source import load_snapshot
+    from topodoc.topology import derive
+
+    snapshot = load_snapshot(f"example:{name}")
+    logs = analyze([f"fixtures/logs/{log}"]) if log else None
+    return Facts(snapshot=snapshot, topology=derive(snapshot), logs=logs)
+
+
+def test_pairs_nccl_relays_over_nvlink_are_not_reported_as_pcie_p2p():
+    # DGX-1: GPU0-GPU5 has no direct NVLink, but GPU1 (or GPU4) relays it over NVLink (NCCL's NVB)
+    assert not findings("gpu-p2p-via-cpu", _host_facts("dgx1-v100-hybrid-cube-mesh"))
+    assert findings("gpu-p2p-via-cpu", _host_facts("8xgpu-2s-pcie-switches"))
+
+
+def test_asymmetric_gdr_is_left_to_its_own_rule():
+    facts = _host_facts("dgx-a100", "asymmetric_gdr_peermem.log")
+    assert not findings("gdr-unused-but-possible", facts)
+    assert findings("nccl-gdr-asymmetric", facts)

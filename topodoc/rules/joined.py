@@ -160,6 +160,8 @@ def socket_despite_active_ib(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[
 def gdr_unused_but_possible(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.gdr is not False or logs.summary.transport not in RDMA_TRANSPORTS:
         return
+    if logs.summary.gdr_mode == "asymmetric":
+        return  # GDR is used on some nodes: the asymmetric-GDR log rule names the node without it
     kernel = snapshot.kernel
     pairs = rail_pairs(snapshot)
     if not (kernel.peermem_module or kernel.dmabuf_supported) or not pairs:

@@ -157,6 +157,13 @@ def nvlink_targets(gpu: Gpu) -> tuple[set[str], bool]:
     return peers, switch
 
 
+def nvlink_relay(snapshot: Snapshot, a: Gpu, b: Gpu) -> Gpu | None:
+    """A GPU NVLinked to both ``a`` and ``b``: NCCL then moves their P2P traffic over NVLink through it
+    (path type NVB, e.g. the DGX-1 hybrid cube mesh) instead of over PCIe."""
+    others = (g for g in snapshot.gpus if g.index not in (a.index, b.index))
+    return next((g for g in others if nvlinked(snapshot, a, g) and nvlinked(snapshot, g, b)), None)
+
+
 def nvlinked(snapshot: Snapshot, a: Gpu, b: Gpu) -> bool:
     """True when NVLink joins the pair (directly, or both through NVSwitch, or NVML says so)."""
     lo, hi = sorted((a.index, b.index))

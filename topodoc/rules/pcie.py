@@ -12,6 +12,7 @@ from topodoc.rules.machine import (
     gpu_label,
     gpu_name,
     gpu_pair_class,
+    nvlink_relay,
     nvlinked,
     pair_names,
     rdma_nics,
@@ -191,7 +192,7 @@ def gpu_p2p_via_cpu(snapshot: Snapshot) -> Iterator[Hit]:
     first: dict[str, Evidence] = {}
     for a, b in gpu_combinations(snapshot):
         path, source = gpu_pair_class(snapshot, a, b)
-        if path in P2P_COST and not nvlinked(snapshot, a, b):
+        if path in P2P_COST and not nvlinked(snapshot, a, b) and not nvlink_relay(snapshot, a, b):
             groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
             first.setdefault(path, _pair_evidence(a, b, path, source))
     amd = snapshot.host.cpu_vendor == "AuthenticAMD"
