@@ -438,3 +438,9 @@ def test_asymmetric_gdr_is_left_to_its_own_rule():
     facts = _host_facts("dgx-a100", "asymmetric_gdr_peermem.log")
     assert not findings("gdr-unused-but-possible", facts)
     assert findings("nccl-gdr-asymmetric", facts)
+
+
+def test_far_rail_nic_names_the_nearer_nic_another_gpu_already_uses():
+    (hit,) = findings("gpu-nic-far", _host_facts("dgx-a100-degraded-nic-other-socket"))
+    assert "own rail NIC only through SYS" in hit.message
+    assert "mlx5_1 within PXB, shared with GPU1" in hit.message

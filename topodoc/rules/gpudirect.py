@@ -12,8 +12,10 @@ from topodoc.rules.machine import (
     RailPair,
     ancestors,
     gpu_combinations,
+    gpu_name,
     nvlinked,
     path_rank,
+    pci_class,
     rail_names,
     rail_pairs,
     rdma_nics,
@@ -69,21 +71,43 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
 def gpu_nic_far(snapshot: Snapshot) -> Iterator[Hit]:
-    far = [pair for pair in rail_pairs(snapshot) if path_rank(pair.path) > path_rank("PXB")]
+    pairs = rail_pairs(snapshot)
+    far = [pair for pair in pairs if path_rank(pair.path) > path_rank("PXB")]
     for path in ("PHB", "NODE", "SYS"):
         group = [pair for pair in far if pair.path == path]
         if group:
-            yield _far_hit(group, path, bool(snapshot.host.virtualized))
+            alternatives = _shared_alternatives(snapshot, group, pairs)
+            yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives)
 
 
-def _far_hit(group: list[RailPair], path: str, virtualized: bool) -> Hit:
+def _shared_alternatives(snapshot: Snapshot, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
+    """For GPUs whose own rail NIC is far: a NIC within PXB that another GPU's rail already uses."""
+    owner = {p.nic.name: gpu_name(p.gpu) for p in pairs}
+    notes = []
+    for pair in group:
+        near = [n for n in rdma_nics(snapshot)
+                if n.name != pair.nic.name and _within_pxb(snapshot, pair.gpu.pci_address, n.pci_address)]
+        if near:
+            shared = f", shared with {owner[near[0].name]}" if near[0].name in owner else ""
+            notes.append(f"{gpu_name(pair.gpu)} can reach {near[0].name} within PXB{shared}")
+    return notes
+
+
+def _within_pxb(snapshot: Snapshot, a: str | None, b: str | None) -> bool:
+    return path_rank(pci_class(snapshot, a, b) or "SYS") <= path_rank("PXB")
+
+
+def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str]) -> Hit:
     names = rail_names(group)
     evidence = tuple(path_evidence(p.gpu.pci_address, p.nic.pci_address, path) for p in group[:4])
     message = (
-        f"{len(group)} GPU(s) reach their nearest NIC only through {path}: NCCL's default "
-        "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off for them, so their network traffic is "
+        f"{len(group)} GPU(s) reach their own rail NIC only through {path}: NCCL's default "
+        "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off on that path, so network traffic through it is "
         "staged through host memory (lower bandwidth, more CPU and PCIe load)"
     )
+    if alternatives:
+        message += (f"; {'; '.join(alternatives)}: NCCL may pick that NIC instead, halving each GPU's "
+                    "network bandwidth on the shared rail")
     if not virtualized:
         return Hit(names, message, evidence)
     return Hit(
