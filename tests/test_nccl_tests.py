@@ -134,3 +134,12 @@ def test_cli_bad_file_is_one_line_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "topodoc", "nccltests", str(empty)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_hash_comments_alone_are_not_nccl_tests_output():
+    import pytest
+
+    from topodoc.parsers.nccl_tests import NcclTestsParseError
+
+    with pytest.raises(NcclTestsParseError):
+        parse("#!/bin/bash\n# a shell script, not a benchmark\n#\n# 12 34\n")

@@ -150,8 +150,10 @@ def _is_comment_body(body: str) -> bool:
 
 
 def _feed_comment(b: _Builder, number: int, body: str) -> None:
-    b.seen_output = True
+    """A ``#`` line: footer, device list, parameters, table header or banner; any other comment is noise
+    and does not make the text nccl-tests output."""
     if _feed_footer(b, body):
+        b.seen_output = True
         return
     device = _DEVICE.search(body)
     if device:
@@ -160,8 +162,10 @@ def _feed_comment(b: _Builder, number: int, body: str) -> None:
         b.params.update({key.replace(" ", "_"): value for key, value in _PARAM.findall(body)})
     elif re.search(r"\bsize\b|\bbytes\b", body) and "algbw" in body:
         b.layout = _header_layout(body)
-    else:
-        _feed_banner(b, body)
+    elif not _feed_banner(b, body):
+        b.ignored += 1
+        return
+    b.seen_output = True
     b.ignored += 0 if device else 1
 
 
@@ -174,13 +178,15 @@ def _feed_footer(b: _Builder, body: str) -> bool:
     return bool(avg or oob)
 
 
-def _feed_banner(b: _Builder, body: str) -> None:
+def _feed_banner(b: _Builder, body: str) -> bool:
+    """nccl-tests' banner (version, program); True when the line was one."""
     version = _TESTS_VERSION.search(body)
     if version:
         b.tests_version = version[1]
     program = _PROGRAM.search(body) if "Collective test" in body else None
     if program:
         b.program = program[0]
+    return bool(version or program)
 
 
 def _feed_text(b: _Builder, number: int, body: str) -> None:
