@@ -29,7 +29,7 @@ def command(source: str | None, nodes: int, as_json: bool) -> None:
 
 
 def fail(message: str) -> None:
-    click.echo(f"topodoc: {message}", err=True)
+    click.echo(f"topodoc bandwidth: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
 
