@@ -215,7 +215,7 @@ def test_regen_check_passes_on_a_current_host_and_flags_a_stale_golden(tmp_path)
     stale = regen.stale_goldens(folder)
     assert list(stale) == ["expected-findings.json"]
     assert stale["expected-findings.json"][0] == (
-        "expected-findings.json: +gpu-p2p-via-cpu (warning) +rails-shared (info)"
+        "expected-findings.json: +rails-shared (info)"
     )
 
 
