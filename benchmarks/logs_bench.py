@@ -7,7 +7,8 @@ NODES × 8 ranks (fixed pids), interleaved in blocks; each communicator creation
 and NET lines, Init START and COMPLETE, ring and tree lines, and channel lines (P2P inside a node, NET/IB
 with GDRDMA across nodes), with training-loop noise in between; communicators are created again and
 again (new comm pointers and commIds) until the file reaches the requested size. Prints MB/s (wall and
-CPU), the ratio to grep, and topodoc's peak RSS.
+CPU), the ratio to grep, and topodoc's peak RSS. For files over 64 MB topodoc plans blocks in a second
+process: the CPU figure is both processes together, the peak RSS the larger of the two.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -27,12 +26,12 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     except LogInputError as err:
         click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)
+    from topodoc.report.logs import render, to_json
+
     if as_json:
         from topodoc.codec import to_data
 
-        click.echo(json.dumps(to_data(analysis), indent=2))
+        click.echo(to_json(to_data(analysis)))
         return
-    from topodoc.report.logs import render
-
     click.echo(render(analysis), nl=False)
 

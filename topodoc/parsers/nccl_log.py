@@ -7,10 +7,12 @@ Public API:
 - ``analyze_text(text, name="<text>") -> LogAnalysis`` for tests.
 - :class:`NoNcclLinesError` when no input holds a single NCCL line.
 
-The reader (:mod:`nccl_log_scan`) streams large binary chunks and does the per-line work in C; lines are
-decoded as UTF-8 with ``errors="replace"``. The grammar is :mod:`nccl_log_prefix` (prefixes and launcher
-decorations), :mod:`nccl_log_facts` (messages), :mod:`nccl_log_errors` (the error catalogue); the result is
-frozen by :mod:`nccl_log_summary` and :mod:`nccl_log_derive`. Output schema: :mod:`topodoc.logmodel`.
+The reader (:mod:`nccl_log_scan`) streams binary blocks and does the per-line work in C; lines are
+decoded as UTF-8 with ``errors="replace"``. For a large regular file a second process sorts each block's
+records (:mod:`nccl_log_plan`) while this one reads them; the result is the same as in one process.
+The grammar is :mod:`nccl_log_prefix` (prefixes and launcher decorations), :mod:`nccl_log_facts`
+(messages), :mod:`nccl_log_errors` (the error catalogue); the result is frozen by :mod:`nccl_log_summary`
+and :mod:`nccl_log_derive`. Output schema: :mod:`topodoc.logmodel`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
+from topodoc.parsers import nccl_log_scan
+from topodoc.parsers.nccl_log_plan import worker_plans
 from topodoc.parsers.nccl_log_scan import Scanner
 from topodoc.parsers.nccl_log_state import LogState
 from topodoc.parsers.nccl_log_summary import build
@@ -60,7 +64,12 @@ def _scan_input(state: LogState, item: Input) -> InputStats:
     opener = gzip.open if item.endswith(".gz") else open
     try:
         with opener(item, "rb") as stream:
-            return Scanner(state, item).run(stream)
+            plans = None if item.endswith(".gz") else worker_plans(item, nccl_log_scan.CHUNK_BYTES)
+            try:
+                return Scanner(state, item).run(stream, plans)
+            finally:
+                if plans is not None:
+                    plans.close()  # stops the planning process if reading ended early
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise LogInputError(f"{item}: {reason}") from err

@@ -1,38 +1,36 @@
-"""The streaming reader behind :func:`topodoc.parsers.nccl_log.analyze`: one input, chunk by chunk.
+"""The streaming reader behind :func:`topodoc.parsers.nccl_log.analyze`: one input, block by block.
 
-Speed comes from doing the per-line work in C: each chunk is split on the literal `` NCCL INFO ``, so
-Python sees one piece per INFO record, and the lines between records are searched in bulk for a few
-keywords (``bytes.find``) and looked at individually only where one hits. Of the INFO records,
-connection lines (``Channel ... via ...``, the bulk of a big log) are only counted under a key;
-ring/tree/graph lines are skipped by their first word; the rest go to the grammar with their prefix
-parsed once per distinct prefix (a bounded cache). Memory is bounded by the job's size, never by the log's.
+Speed comes from doing the per-line work in C: each block (``CHUNK_BYTES``, small enough to stay in the CPU
+cache) is split on the literal `` NCCL INFO ``, so Python sees one piece per INFO record, and the lines
+between records are searched in bulk for a few keywords (``bytes.find``) and looked at individually only
+where one hits. A :class:`~topodoc.parsers.nccl_log_plan.Plan` says which records need reading: ring/tree
+lines are skipped and connection lines (``Channel ... via ...``, the bulk of a big log) only counted under
+a key; for a large file a second process makes the plans while this one reads. The records left go to the
+grammar with their prefix parsed once per distinct prefix (a bounded cache). Memory is bounded by the job's
+size, never by the log's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from topodoc.logmodel import Evidence, InputStats
 from topodoc.parsers import nccl_log_errors as errors
 from topodoc.parsers import nccl_log_facts as facts
 from topodoc.parsers import nccl_log_prefix as prefix
+from topodoc.parsers.nccl_log_plan import CONN_WORDS as _CONN_WORDS
+from topodoc.parsers.nccl_log_plan import KEYWORDS as _KEYWORDS
+from topodoc.parsers.nccl_log_plan import OLD_KEYWORDS as _OLD_KEYWORDS
+from topodoc.parsers.nccl_log_plan import Plan, conn_prefix, plan, read_blocks
 from topodoc.parsers.nccl_log_state import LogState
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 18
 CACHE_LIMIT = 16384
 _INFO = b" NCCL INFO "
 _NL = b"\n"
-# what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
-# ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
-# an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
-# a pass in C)
-_KEYWORDS = (b"NCCL", b" Pid ", b"rror")  # "rror": ncclRemoteError:, Last error:
-_OLD_KEYWORDS = (*_KEYWORDS, b"] INFO ", b"] WARN ")
-# first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
-_HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
-_CONN_WORDS = (b"Channel", b"Ring")
 _WANTED_START = (
     b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
     b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
@@ -66,71 +64,96 @@ class Scanner:
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
 
-    def run(self, stream: BinaryIO) -> InputStats:
-        carry = b""
-        while True:
-            block = stream.read(CHUNK_BYTES)
-            if not block:
-                break
-            self.size += len(block)
-            block = carry + block
-            cut = block.rfind(_NL) + 1
-            carry = block[cut:]
-            if cut:
-                self._block(block[:cut])
-        if carry:
-            self._block(carry + _NL)
+    def run(self, stream: BinaryIO, plans: Iterator[Plan | None] | None = None) -> InputStats:
+        """Read ``stream``; ``plans`` (from :func:`~topodoc.parsers.nccl_log_plan.worker_plans`) are the
+        same stream's block plans made elsewhere; a missing or mismatched one is made here."""
+        for block, read in read_blocks(stream, CHUNK_BYTES):
+            self.size += read
+            if block:
+                self._block(block, next(plans, None) if plans is not None else None)
         self._flush_pending()
         return InputStats(self.name, self.lines, self.nccl, self.size)
 
-    def _block(self, block: bytes) -> None:
+    def _block(self, block: bytes, made: Plan | None) -> None:
         pieces = block.split(_INFO)
-        self._between(pieces[0], 0, self.lines + 1, _KEYWORDS if self.seen_info else _OLD_KEYWORDS)
+        old = not self.seen_info
+        if made is None or made.records != (len(block), len(pieces)) or made.old != old:
+            made = plan(pieces, old)
+        self._between(pieces[0], 0, self.lines + 1, _OLD_KEYWORDS if old else _KEYWORDS, made.first_hit)
         self.nccl += len(pieces) - 1
         self.seen_info = self.seen_info or len(pieces) > 1
         counter = _LineCounter(pieces, self.lines)
-        conns, partial = self.state.conn_raw, None  # partial: first record of a line holding several
-        for i in range(1, len(pieces)):
-            piece = pieces[i]
-            kind = _HEADS.get(piece[:4])
-            if kind is not None and piece.count(_NL) == 1 and (kind or piece.count(b" -> ") == 2):
-                continue  # tree/graph lines, and "Ring 00 : 3 -> 0 -> 1" (ring order): nothing to learn
-            nl = piece.find(_NL)
-            if nl < 0:
-                partial = i if partial is None else partial
-                continue
-            prev = pieces[i - 1]
-            tail = prev[prev.rfind(_NL) + 1 :]
-            msg = piece[:nl]
-            if partial is not None:
-                start, partial = partial, None
-                raw = _tail(pieces[start - 1]) + _INFO + _INFO.join(pieces[start:i]) + _INFO + msg
-                self._general(counter.number(start), raw)
-            elif msg.startswith(_CONN_WORDS) and b" via " in msg:
-                end = tail.rfind(b" ")
-                key = (tail[tail.rfind(b" ", 0, end) + 1 :], msg[msg.find(b" : ") + 3 :])
-                entry = conns.get(key)
-                if entry is None:
-                    conns[key] = [1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
-                else:
-                    entry[0] += 1
-            else:
-                self._piece(counter.number(i), tail, msg)
-            if piece.count(_NL) > 1:
-                self._between(piece, nl + 1, counter.number(i) + 1, _KEYWORDS)
+        waiting = self._count(made.counted)  # connection keys first seen in this block, in order
+        partial = None  # the first record of a line holding several
+        for i in made.read:
+            if waiting and waiting[-1][1][1] < i:
+                self._add_new(pieces, counter, waiting, i)
+            partial = self._record(pieces, i, counter, partial, made.hits)
+        if waiting:
+            self._add_new(pieces, counter, waiting, len(pieces))
         self.lines += block.count(_NL)
 
-    def _piece(self, number: int, tail: bytes, msg: bytes) -> None:
-        if not msg.startswith(_GRAPH_WORDS):
-            self._info(number, tail, msg)
-        elif msg.startswith(_CONN_WORDS) and msg.count(b"->") == 1:
-            self._general(number, tail + _INFO + msg)  # a connection line cut before "via"
+    def _count(self, counted: dict) -> list:
+        """Add the block's counts of connection keys already known; return the new ones, first seen first."""
+        conns, new = self.state.conn_raw, []
+        for key, found in counted.items():
+            entry = conns.get(key)
+            if entry is None:
+                new.append((key, found))
+            else:
+                entry[0] += found[0]
+        new.reverse()  # popped from the end
+        return new
 
-    def _info(self, number: int, tail: bytes, msg: bytes) -> None:
+    def _add_new(self, pieces: list[bytes], counter: _LineCounter, waiting: list, before: int) -> None:
+        """Add the connection keys first seen before record ``before``, at the place the lines hold."""
+        conns = self.state.conn_raw
+        while waiting and waiting[-1][1][1] < before:
+            key, (lines, i) = waiting.pop()
+            entry = conns.get(key)
+            if entry is not None:  # the long way met the same key first
+                entry[0] += lines
+                continue
+            tail, msg = _tail(pieces[i - 1]), pieces[i][: pieces[i].find(_NL)]
+            conns[key] = [lines, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
+
+    def _record(self, pieces: list[bytes], i: int, counter: _LineCounter, partial: int | None,
+                hits: dict[int, bool]) -> int | None:
+        """Read record ``i`` of the block; returns the first record of a line still open, if any."""
+        piece = pieces[i]
+        nl = piece.find(_NL)
+        if nl < 0:
+            return i if partial is None else partial
+        tail, msg = _tail(pieces[i - 1]), piece[:nl]
+        if partial is not None:
+            raw = _tail(pieces[partial - 1]) + _INFO + _INFO.join(pieces[partial:i]) + _INFO + msg
+            self._general(counter.number(partial), raw)
+        elif msg.startswith(_CONN_WORDS) and b" via " in msg:  # one followed by other lines
+            key = (conn_prefix(tail), msg[msg.find(b" : ") + 3 :])
+            conns = self.state.conn_raw
+            entry = conns.get(key)
+            if entry is None:
+                conns[key] = [1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
+            else:
+                entry[0] += 1
+        else:
+            self._piece(counter, i, tail, msg)
+        if i in hits:  # other lines follow
+            self._between(piece, nl + 1, counter.number(i) + 1, _KEYWORDS, hits[i])
+        return None
+
+    def _piece(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
+        """Record ``i`` of the block (its line number is counted only when it is needed)."""
+        if not msg.startswith(_GRAPH_WORDS):
+            self._info(counter, i, tail, msg)
+        elif msg.startswith(_CONN_WORDS) and msg.count(b"->") == 1:
+            self._general(counter.number(i), tail + _INFO + msg)  # a connection line cut before "via"
+
+    def _info(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
         """An INFO record that is not a graph/connection line: parse it if its shape can prove anything."""
         if self.pending or not (msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg)):
             if self.pending:
-                self._general(number, tail + _INFO + msg)
+                self._general(counter.number(i), tail + _INFO + msg)
             return
         if (tail, msg) in self.repeats:
             return  # the same process said exactly this before (every communicator repeats its setup)
@@ -142,16 +165,19 @@ class Scanner:
             if len(self.whos) >= CACHE_LIMIT:
                 self.whos.clear()
             who = self.whos[tail] = prefix.who(_text(tail))
+        number = counter.number(i)
         if who is None or b"\x1b" in msg or b" | " in msg:
             self._general(number, tail + _INFO + msg)
             return
         rec = prefix.Record(who.host, who.pid, who.dev, "INFO", _text(msg), "", who.launcher_ip)
         facts.handle(self.state, rec, Evidence(self.name, number, _text(tail + _INFO + msg)))
 
-    def _between(self, data: bytes, start: int, first_number: int, needles: tuple[bytes, ...]) -> None:
+    def _between(self, data: bytes, start: int, first_number: int, needles: tuple[bytes, ...],
+                 hit: bool) -> None:
+        """The lines of ``data`` from ``start`` on that hold no INFO record; ``hit``: one holds a needle."""
         end = data.rfind(_NL) + 1
         waiting = self.pending or self.last_error_at >= first_number
-        if end <= start or not (waiting or any(data.find(k, start, end) >= 0 for k in needles)):
+        if end <= start or not (waiting or hit):
             return
         for number, raw in enumerate(data[start:end].split(_NL)[:-1], first_number):
             if self.pending or number == self.last_error_at or any(k in raw for k in needles):

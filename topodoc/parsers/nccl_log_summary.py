@@ -132,9 +132,11 @@ def _communicators(state: LogState, ranks: tuple[RankInfo, ...]) -> tuple[Commun
         nranks = _int(entry.fields, "nranks", "nRanks")
         comm = entry.fields.get("commId") or f"size-{nranks}"
         stages.setdefault(comm, Counter()).update(entry.stages)
+    by_comm: dict[str, list[RankInfo]] = {}
+    for r in ranks:
+        by_comm.setdefault(r.comm, []).append(r)
     out = []
-    for comm in dict.fromkeys(r.comm for r in ranks):
-        members = [r for r in ranks if r.comm == comm]
+    for comm, members in by_comm.items():
         seen = stages.get(comm, Counter())
         out.append(Communicator(
             comm_id=comm, nranks=members[0].nranks,

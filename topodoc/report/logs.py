@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from topodoc.logmodel import Connection, Evidence, LogAnalysis, LogSummary
@@ -14,6 +15,23 @@ _TRANSPORT_NAMES = {
     "none": "no inter-node network (single node)",
 }
 MAX_ROWS = 40
+BIG_TABLE = 500  # --json: longer tables are written one compact row per line
+
+
+def to_json(data: dict) -> str:
+    """The ``--json`` document: ``json.dumps(data, indent=2)``, except that a top-level table longer than
+    :data:`BIG_TABLE` rows is written one compact row per line (same keys and values; Python's indenting
+    encoder is pure Python and was the slowest step of a big log's report)."""
+    if not any(isinstance(v, list) and len(v) > BIG_TABLE for v in data.values()):
+        return json.dumps(data, indent=2)
+    parts = [f"  {json.dumps(key)}: {_json_value(value)}" for key, value in data.items()]
+    return "{\n" + ",\n".join(parts) + "\n}"
+
+
+def _json_value(value) -> str:
+    if isinstance(value, list) and len(value) > BIG_TABLE:
+        return "[\n" + ",\n".join(f"    {json.dumps(row)}" for row in value) + "\n  ]"
+    return json.dumps(value, indent=2).replace("\n", "\n  ")
 
 
 def render(analysis: LogAnalysis) -> str:
