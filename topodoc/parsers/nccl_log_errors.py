@@ -65,8 +65,18 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "NCCL found no usable device for this network and falls back to the next one (usually Socket): check "
      "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
      "NCCL_SOCKET_IFNAME / NCCL_IB_HCA, and NCCL_NET."),
-    (r"Connection closed by remote peer|connect to \S+ (?:failed|returned)|Connection refused|"
-     r"socketProgress|Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed|"
+    (r"[Cc]onnect to \[?fe80:", "socket_error",
+     "A rank could not connect to a peer's IPv6 link-local address (fe80::...): NCCL chose an interface "
+     "without a routable address for its sockets (often IPoIB), and link-local addresses only work within "
+     "one link. Set NCCL_SOCKET_IFNAME to the interface of the cluster's routed network on every node (or "
+     "NCCL_SOCKET_FAMILY=AF_INET)."),
+    (r"[Cc]onnect to \S+ (?:failed|returned)|Call to connect returned|Connection refused", "socket_error",
+     "A rank could not open a TCP connection to a peer: nothing listens at that address (the peer already "
+     "exited, or a stale MASTER_ADDR / NCCL_COMM_ID / rendezvous file from another job), a firewall, or an "
+     "interface the peer cannot reach; check that the address belongs to this job and NCCL_SOCKET_IFNAME on "
+     "every node."),
+    (r"Connection closed by remote peer|socketProgress|"
+     r"Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed|"
      r"ncclSocketInit|neither AF_INET",
      "socket_error",
      "A TCP socket between ranks failed. Usually another rank exited or crashed first (find the earliest "
@@ -80,12 +90,25 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "cuda_error",
      "A CUDA call failed inside NCCL (out of memory, a GPU fault or Xid, an NVLS/Fabric Manager problem); "
      "check nvidia-smi, dmesg for Xid errors and the Fabric Manager on NVSwitch systems."),
-    (r"ibv_\w+(?:\(\))? (?:failed|returned)|failed to extend /dev/shm|unlink shared memory|"
-     r"Failed to open libnvidia-ml|Could not find real path|unhandled system error|ncclSystemError",
-     "system_error",
-     "A system or verbs call failed: ibv_reg_mr/ibv_create_qp usually mean the locked-memory limit "
-     "(ulimit -l unlimited); ibv_modify_qp on RoCE a wrong GID; /dev/shm errors a container shm that is too "
-     "small (docker --shm-size)."),
+    (r"ibv_(?:reg_mr|reg_dmabuf_mr|create_qp|create_cq)\w*(?:\(\))? (?:failed|returned)", "system_error",
+     "A verbs resource could not be created: the locked-memory limit is too low (ulimit -l must be "
+     "unlimited for the job, e.g. in the Slurm/systemd/container limits), or the HCA ran out of resources."),
+    (r"ibv_modify_qp\w*(?:\(\))? (?:failed|returned)", "system_error",
+     "Moving a queue pair to its connected state failed: on RoCE this is usually a GID index that is not a "
+     "valid RoCEv2 address on this port (check NCCL_IB_GID_INDEX against show_gids; 2.21+ picks one itself), "
+     "on IB a wrong port or a port that is down."),
+    (r"failed to extend /dev/shm|unlink shared memory", "system_error",
+     "NCCL could not allocate its shared-memory segment: /dev/shm is too small, usually a container's 64 MB "
+     "default (docker --shm-size, or mount a larger tmpfs in Kubernetes)."),
+    (r"Failed to open libnvidia-ml", "system_error",
+     "NCCL could not load NVML: the driver's libnvidia-ml.so.1 is not visible to the process (container "
+     "without the NVIDIA runtime, or a broken driver install)."),
+    (r"Could not find real path", "system_error",
+     "NCCL could not map a PCI bus id to sysfs, so it cannot read the topology: common in containers or VMs "
+     "with a partial /sys; give it the host's /sys or an NCCL_TOPO_FILE."),
+    (r"ibv_\w+(?:\(\))? (?:failed|returned)|unhandled system error|ncclSystemError", "system_error",
+     "A system, socket or verbs call failed (ncclSystemError); the NCCL WARN line just before the failure "
+     "names the call. It can also follow a remote peer that exited."),
     (r"invalid usage|invalid argument|Invalid NCCL_COMM_ID|Invalid value|Duplicate GPU|ncclInvalidUsage|"
      r"ncclInvalidArgument", "invalid_usage",
      "NCCL was called in a way it rejects (two ranks on one GPU, a bad argument, a malformed setting); "
@@ -128,6 +151,12 @@ def classify(msg: str) -> tuple[str, str] | None:
         if pattern.search(msg):
             return category, explanation
     return None
+
+
+def completion_status(text: str) -> int | None:
+    """The verbs status of an IB completion error line (``error 12`` / ``status=...(12)``), else ``None``."""
+    cqe = _IB_CQE.search(text)
+    return int(cqe["status"]) if cqe else None
 
 
 def explain_completion(status: int, vendor: str | None) -> str:

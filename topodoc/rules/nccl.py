@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
+from topodoc.parsers.nccl_log_errors import completion_status
 from topodoc.rules.common import kept_lines, log_line, log_rule
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity
 
@@ -27,9 +28,26 @@ def _subject(err: LogError) -> str:
 def _error_hits(
     logs: LogAnalysis, categories: Iterable[str], severity: Severity | None = None
 ) -> Iterator[Hit]:
-    for err in _errors(logs, categories):
-        times = f" ({err.count} times)" if err.count > 1 else ""
-        yield Hit(_subject(err), err.explanation + times, (log_line(err),), severity=severity)
+    """One hit per process and explanation: the same error repeated by one process is one finding."""
+    for (subject, explanation), errs in _grouped(_errors(logs, categories)).items():
+        yield _group_hit(subject, explanation, errs, severity=severity)
+
+
+def _grouped(errors: Iterable[LogError]) -> dict[tuple[str, str], list[LogError]]:
+    groups: dict[tuple[str, str], list[LogError]] = {}
+    for err in errors:
+        groups.setdefault((_subject(err), err.explanation), []).append(err)
+    return groups
+
+
+def _group_hit(
+    subject: str, explanation: str, errs: list[LogError], severity: Severity | None = None,
+    fix: str | None = None, note: str = "", extra: tuple[Evidence, ...] = (),
+) -> Hit:
+    count = sum(err.count for err in errs)
+    times = f" ({count} times)" if count > 1 else ""
+    evidence = tuple(log_line(err) for err in errs[:3]) + extra
+    return Hit(subject, explanation + times + note, evidence, fix=fix, severity=severity)
 
 
 def error_rule(
@@ -218,13 +236,67 @@ def nccl_env_disables_feature(logs: LogAnalysis) -> Iterator[Hit]:
             )
 
 
-nccl_ib_completion_error = error_rule(
+COMPLETION_FIXES = {
+    4: "check ACS on the PCIe bridges between each GPU and its NIC (`topodoc diagnose --from live`), "
+    "IOMMU passthrough (iommu=pt) and nvidia_peermem (or DMA-BUF); NCCL_NET_GDR_LEVEL=LOC confirms it "
+    "(slower, but the error goes away)",
+    5: "this status only follows an earlier failure: find the first completion error or crash on the "
+    "other ranks and hosts",
+    10: "read the peer host's log and check its GPUDirect RDMA setup (nvidia_peermem, ACS, IOMMU)",
+    12: "check both ends' ports and the switch (ibstat, port error counters), and whether the peer process "
+    "died first; on RoCE let NCCL choose the GID (unset NCCL_IB_GID_INDEX on 2.21+) and check PFC/ECN; "
+    "raise NCCL_IB_TIMEOUT only for long congestion stalls",
+    13: "find the peer that stopped posting receives (stalled or dead process) in its own log",
+}
+
+
+@log_rule(
     "nccl-ib-completion-error", "error", ("nccl", "ib", "errors", "log"),
     title="InfiniBand/RoCE work completion error",
     fix="find the first failing rank; check the links (ibstat, port counters), ACS/IOMMU, and "
     "NCCL_IB_TIMEOUT",
-    categories=("ib_completion_error",),
 )
+def nccl_ib_completion_error(logs: LogAnalysis) -> Iterator[Hit]:
+    """Each distinct completion error with the fix its status calls for. WR_FLUSH_ERR (5) after another
+    completion error is its consequence: it is folded into the first finding instead of a second one."""
+    errs = _errors(logs, ("ib_completion_error",))
+    causes = [err for err in errs if completion_status(err.text) != 5]
+    flushed = [err for err in errs if completion_status(err.text) == 5]
+    if not causes:
+        causes, flushed = flushed, []
+    for number, ((subject, explanation), group) in enumerate(_grouped(causes).items()):
+        status = completion_status(group[0].text)
+        note, extra = _gid_note(logs, status), ()
+        if number == 0 and flushed:
+            flushes = sum(err.count for err in flushed)
+            note += f" Then {flushes} work request(s) were flushed (WR_FLUSH_ERR, 5): the queue pair had " \
+                "failed, a consequence of this error, not a second fault."
+            extra = (log_line(flushed[0]),)
+        fix = COMPLETION_FIXES.get(status)
+        yield _group_hit(subject, explanation, group, fix=fix, note=note, extra=extra)
+
+
+def _gid_note(logs: LogAnalysis, status: int | None) -> str:
+    """Retry-exceeded on RoCE with a forced GID index: say what to check, by NCCL version (2.21 picks
+    the GID itself; before it a RoCEv2 index had to be set by hand, so setting one is right there)."""
+    forced = [s for s in logs.env if s.name == "NCCL_IB_GID_INDEX"]
+    roce = logs.summary.transport == "RoCE" or any(d.link_layer == "RoCE" for d in logs.devices)
+    if status != 12 or not forced or not roce:
+        return ""
+    setting = forced[0]
+    where = f"NCCL_IB_GID_INDEX={setting.value} ({setting.evidence.file}:{setting.evidence.line})"
+    if _version_at_least(logs.summary.nccl_version, (2, 21)):
+        return f" {where} is forced although NCCL 2.21+ chooses the RoCEv2 GID itself: if that index is " \
+            "not a RoCEv2 address on the same subnet on both ends, nothing is acknowledged; unset it."
+    return f" {where} is set: check with show_gids that this index is the RoCEv2 IPv4 GID on every node " \
+        "(GID tables differ between hosts whose interfaces differ); a mismatch gives exactly this error."
+
+
+def _version_at_least(version: str | None, wanted: tuple[int, int]) -> bool:
+    parts = (version or "").split(".")
+    return len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() and \
+        (int(parts[0]), int(parts[1])) >= wanted
+
 
 nccl_timeout = error_rule(
     "nccl-timeout", "error", ("nccl", "errors", "log"),

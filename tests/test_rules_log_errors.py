@@ -1,0 +1,109 @@
+"""Log error findings: one finding per error, not per repeated line; consequences folded into causes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from topodoc.parsers.nccl_log import analyze
+from topodoc.parsers.nccl_log_errors import classify, completion_status
+from topodoc.rules import registry
+from topodoc.rules.engine import Facts, evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "fixtures" / "logs"
+
+
+def findings(rule_id: str, path: Path) -> list:
+    report = evaluate(Facts(logs=analyze([str(path)])), [registry.get(rule_id)])
+    assert not report.errors
+    return list(report.findings)
+
+
+def test_flush_after_local_protection_error_is_folded_into_it_with_the_acs_fix():
+    path = LOGS / "ib_local_protection_acs.log"
+    (finding,) = findings("nccl-ib-completion-error", path)
+    assert "LOC_PROT_ERR (4)" in finding.message and "a consequence of this error" in finding.message
+    assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:14"]
+    assert "ACS" in finding.fix and "nvidia_peermem" in finding.fix
+
+
+def test_retry_exceeded_then_flush_is_one_finding_with_the_link_fix():
+    (finding,) = findings("nccl-ib-completion-error", LOGS / "ibext_roce_completion_12_then_5.log")
+    assert "RETRY_EXC_ERR (12)" in finding.message and "WR_FLUSH_ERR" in finding.message
+    assert "port error counters" in finding.fix
+
+
+def test_flush_errors_alone_are_reported_and_point_at_the_first_failure(tmp_path):
+    lines = (LOGS / "ib_local_protection_acs.log").read_text().splitlines()
+    log = tmp_path / "flush_only.log"
+    log.write_text("\n".join(line for line in lines if "with error 4" not in line) + "\n")
+    (finding,) = findings("nccl-ib-completion-error", log)
+    assert "WR_FLUSH_ERR (5)" in finding.message and "only follows an earlier failure" in finding.fix
+
+
+def _with_version(tmp_path: Path, version: str) -> Path:
+    text = (LOGS / "roce_retry_exceeded_mpirun.log").read_text().replace("2.19.3", version)
+    path = tmp_path / "roce.log"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("version", "says"), [("2.19.3", "check with show_gids"), ("2.21.5", "unset it")])
+def test_retry_exceeded_on_roce_with_a_forced_gid_index_says_what_to_check_by_version(
+    tmp_path, version, says
+):
+    (finding,) = findings("nccl-ib-completion-error", _with_version(tmp_path, version))
+    assert "NCCL_IB_GID_INDEX=3" in finding.message and says in finding.message
+
+
+def test_gid_note_needs_roce(tmp_path):
+    (finding,) = findings("nccl-ib-completion-error", LOGS / "ib_loc_prot_err4_vendor81.log")
+    assert "NCCL_IB_GID_INDEX" not in finding.message  # IB link layer, status 4: the GID is not the story
+
+
+def test_repeated_plugin_warnings_of_one_process_are_one_finding():
+    path = LOGS / "ofi_init_failed_socket_fallback_p4d.log"
+    (finding,) = findings("nccl-net-plugin-failed", path)
+    assert finding.message.endswith("(5 times)") and len(finding.evidence) == 3
+
+
+@pytest.mark.parametrize(
+    ("message", "category", "phrase"),
+    [
+        ("socketStartConnect: Connect to fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused "
+         "connection abort", "socket_error", "link-local"),
+        ("Connect to 10.38.99.112<21724> failed : Connection refused", "socket_error", "nothing listens"),
+        ("Call to connect returned Connection refused, retrying", "socket_error", "nothing listens"),
+        ("Call to ibv_reg_mr failed with error Cannot allocate memory", "system_error", "ulimit -l"),
+        ("Call to ibv_modify_qp failed with 22 Invalid argument, local GID ::", "system_error", "GID index"),
+        ("Error: failed to extend /dev/shm/nccl-abc to 9637892 bytes", "system_error", "--shm-size"),
+        ("Could not find real path of /sys/class/pci_bus/0000:07/../../0000:07:00.0", "system_error",
+         "NCCL_TOPO_FILE"),
+        ("unhandled system error (run with NCCL_DEBUG=INFO for details)", "system_error", "names the call"),
+    ],
+)
+def test_each_failure_gets_its_own_explanation(message, category, phrase):
+    found, explanation = classify(message)
+    assert found == category and phrase in explanation
+
+
+def test_completion_status_reads_every_format():
+    assert completion_status("Got completion from peer 10.0.0.1<1> with error 12, opcode 0, len 0") == 12
+    assert completion_status("Got completion from peer x with status=IBV_WC_RETRY_EXC_ERR(12) opcode=") == 12
+    assert completion_status("Got completion from peer x with status=5 opcode=32656 len=1") == 5
+    assert completion_status("socketProgress: Connection closed by remote peer") is None
+
+
+def test_cli_diagnose_explains_a_link_local_bootstrap_failure():
+    done = subprocess.run(
+        [sys.executable, "-m", "topodoc", "diagnose", "--log",
+         str(LOGS / "bootstrap_connect_abort_ipv6_linklocal.log")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "link-local" in done.stdout and "NCCL_SOCKET_IFNAME" in done.stdout
+    assert "Traceback" not in done.stderr
