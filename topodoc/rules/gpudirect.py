@@ -148,7 +148,7 @@ def _on_path_bridges(snapshot: Snapshot) -> set[str]:
 def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
     on_path = sorted(_on_path_bridges(snapshot))
     unreadable = [addr for addr in on_path if snapshot.pci[addr].acs_ctrl is None]
-    enabled = [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
+    enabled = acs_redirect_bridges(snapshot)
     if not enabled and unreadable:
         raise MissingFacts(f"ACS control is unreadable on {len(unreadable)} on-path bridge(s) (needs root)")
     if not enabled:
@@ -158,6 +158,12 @@ def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
         for addr in enabled[:4]
     )
     yield (_acs_in_vm if snapshot.host.virtualized else _acs_on_bare_metal)(enabled, evidence)
+
+
+def acs_redirect_bridges(snapshot: Snapshot) -> list[str]:
+    """Bridges on a GPU-GPU or GPU-NIC P2P path whose ACS control redirects P2P to the root complex."""
+    on_path = sorted(_on_path_bridges(snapshot))
+    return [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
 
 
 def _acs_in_vm(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hit:

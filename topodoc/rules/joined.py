@@ -12,8 +12,10 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
-from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist
+from topodoc.parsers.nccl_log_errors import completion_status
+from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.gpudirect import acs_redirect_bridges, acs_text
 from topodoc.rules.machine import (
     RailPair,
     gpu_name,
@@ -201,4 +203,58 @@ def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
     )
 
 
-RULES = (rail_mismatch, p2p_over_pcie_despite_nvlink, socket_despite_active_ib, gdr_unused_but_possible)
+
+
+@joined_rule(
+    "ib-local-protection-cause", "error", ("gdr", "rdma", "pcie", "log", "joined"),
+    title="IB local protection errors in the log, explained by this machine",
+    fix="remove the cause named in the finding (ACS redirect, IOMMU translation, missing peer memory), "
+    "then rerun",
+)
+def ib_local_protection_cause(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
+    errors = [e for e in logs.errors
+              if e.category == "ib_completion_error" and completion_status(e.text) == 4]
+    if not errors:
+        return
+    causes = _protection_causes(snapshot)
+    if causes:
+        message, evidence, fix = zip(*causes, strict=True)
+        yield Hit(
+            subject="job",
+            message=f"the log's IB local protection error(s) (status 4, {sum(e.count for e in errors)} "
+            f"line(s)) have a cause on this machine: {'; '.join(message)}",
+            evidence=(log_line(errors[0]), *[e for group in evidence for e in group]),
+            fix="; ".join(fix),
+        )
+
+
+def _protection_causes(snapshot: Snapshot) -> list[tuple[str, tuple[Evidence, ...], str]]:
+    """What on this machine makes a NIC's DMA into GPU memory fail (REFERENCE.md §1.14, §5)."""
+    causes = []
+    bridges = [] if snapshot.host.virtualized else acs_redirect_bridges(snapshot)
+    if bridges:
+        evidence = tuple(
+            sysfs_evidence(a, "config ACS ctrl", acs_text(snapshot.pci[a].acs_ctrl or 0)) for a in bridges[:2]
+        )
+        setpci = " ; ".join(f"sudo setpci -s {a} ECAP_ACS+0x6.w=0000" for a in bridges)
+        causes.append((f"ACS P2P redirect on {', '.join(bridges)} sends the NIC's GPU-memory requests up "
+                       "to the root complex, which refuses them", evidence, setpci))
+    kernel = snapshot.kernel
+    if kernel.iommu_mode == "translated":
+        causes.append(("the IOMMU translates DMA, and peer-to-peer addresses are not mapped",
+                       (Evidence("procfs", "/proc/cmdline", kernel.cmdline or "(IOMMU groups present)"),),
+                       "boot with iommu=pt (or amd_iommu=off / intel_iommu=off on a dedicated host)"))
+    if kernel.peermem_module is None and kernel.dmabuf_supported is False:
+        causes.append(("neither nvidia_peermem nor DMA-BUF is available, so the NIC cannot register GPU "
+                       "memory", (Evidence("sysfs", "/sys/module/nvidia_peermem", "absent"),),
+                       "sudo modprobe nvidia-peermem"))
+    return causes
+
+
+RULES = (
+    rail_mismatch,
+    p2p_over_pcie_despite_nvlink,
+    socket_despite_active_ib,
+    gdr_unused_but_possible,
+    ib_local_protection_cause,
+)
