@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +276,26 @@ def test_nccl_2_3_candidate_interfaces_are_one_machine():
     text = "".join(f"ws3:1:2 [0] NCCL INFO NET : Using interface eth{i}:10.0.{i}.1<0>\n" for i in range(3))
     (host,) = analyze_text(text).hosts
     assert (host.machines, len(host.addresses)) == (1, 3)
+
+
+def test_utf16_logs_are_read_like_utf8(tmp_path):
+    """PowerShell's `>` writes UTF-16 with a BOM; some tools write it without one."""
+    import codecs
+
+    from topodoc.codec import to_data
+
+    source = Path("fixtures/logs/ib_local_protection_acs.log")
+    text = source.read_text(encoding="utf-8")
+    expected = to_data(analyze([("x.log", io.BytesIO(text.encode("utf-8")))]).summary)
+    variants = {
+        "bom.log": codecs.BOM_UTF16_LE + text.replace("\n", "\r\n").encode("utf-16-le"),
+        "nobom.log": text.encode("utf-16-le"),
+        "be.log": codecs.BOM_UTF16_BE + text.encode("utf-16-be"),
+    }
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        got = to_data(analyze([str(tmp_path / name)]).summary)
+        assert got["transport"] == expected["transport"] == "IB", name
+        assert got["errors"] == [dict(e, file=str(tmp_path / name)) for e in expected["errors"]], name
+    (tmp_path / "bom.log.gz").write_bytes(gzip.compress(variants["bom.log"]))
+    assert analyze([str(tmp_path / "bom.log.gz")]).summary.transport == "IB"

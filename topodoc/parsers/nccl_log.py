@@ -52,19 +52,77 @@ def analyze(inputs: Iterable[Input]) -> LogAnalysis:
     return build(state, tuple(stats))
 
 
+class _Utf16Reader(io.RawIOBase):
+    """A UTF-16 byte stream (what PowerShell's ``>`` writes) read back as UTF-8 bytes, chunk by chunk."""
+
+    def __init__(self, head: bytes, rest: BinaryIO, encoding: str) -> None:
+        self._text = io.TextIOWrapper(_Joined(head, rest), encoding=encoding, errors="replace")
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._text.read(size if size is None or size < 0 else max(1, size // 2)).encode("utf-8")
+
+
+class _Joined(io.RawIOBase):
+    """``head`` (bytes already read to sniff the encoding) followed by the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._head[: len(buffer)] if self._head else self._stream.read(len(buffer))
+        self._head = self._head[len(data):] if self._head else b""
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def utf8_stream(stream: BinaryIO) -> BinaryIO:
+    """``stream`` itself, or a UTF-8 view of it when it is UTF-16 (a BOM, or NUL in every other byte)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(64)[:64] if peek else b""
+    if not head:
+        return stream if peek else _sniffed(stream)
+    encoding = _utf16(head)
+    return _Utf16Reader(b"", stream, encoding) if encoding else stream
+
+
+def _sniffed(stream: BinaryIO) -> BinaryIO:
+    head = stream.read(64)
+    encoding = _utf16(head)
+    if encoding:
+        return _Utf16Reader(head, stream, encoding)
+    return io.BufferedReader(_Joined(head, stream))
+
+
+def _utf16(head: bytes) -> str | None:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    pairs = len(head) // 2
+    if pairs >= 8 and head[1::2].count(0) >= pairs * 0.9 and head[0::2].count(0) == 0:
+        return "utf-16-le"
+    return None
+
+
 def analyze_text(text: str, name: str = "<text>") -> LogAnalysis:
     return analyze([(name, io.BytesIO(text.encode("utf-8", "surrogateescape")))])
 
 
 def _scan_input(state: LogState, item: Input) -> InputStats:
     if isinstance(item, tuple):
-        return Scanner(state, item[0]).run(item[1])
+        return Scanner(state, item[0]).run(utf8_stream(item[1]))
     if item == "-":
-        return Scanner(state, "<stdin>").run(sys.stdin.buffer)
+        return Scanner(state, "<stdin>").run(utf8_stream(sys.stdin.buffer))
     opener = gzip.open if item.endswith(".gz") else open
     try:
-        with opener(item, "rb") as stream:
-            plans = None if item.endswith(".gz") else worker_plans(item, nccl_log_scan.CHUNK_BYTES)
+        with opener(item, "rb") as raw:
+            stream = utf8_stream(raw)
+            plain = stream is raw and not item.endswith(".gz")
+            plans = worker_plans(item, nccl_log_scan.CHUNK_BYTES) if plain else None
             try:
                 return Scanner(state, item).run(stream, plans)
             finally:
