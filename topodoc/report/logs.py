@@ -43,11 +43,11 @@ def render(analysis: LogAnalysis) -> str:
 
 def verdict(s: LogSummary) -> str:
     """``2 nodes × 8 GPUs, NCCL 2.21.5, InfiniBand with GPUDirect RDMA on mlx5_0..7; 3 warnings``."""
-    shape = f"{_n(s.nnodes)} node{'s' if s.nnodes != 1 else ''}"
+    shape = "node count unknown" if s.nnodes is None else f"{s.nnodes} node{'s' if s.nnodes != 1 else ''}"
     if s.local_ranks:
         shape += f" × {s.local_ranks} GPU{'s' if s.local_ranks != 1 else ''}"
     elif s.nranks:
-        shape += f", {s.nranks} ranks"
+        shape += f", {s.nranks} rank{'s' if s.nranks != 1 else ''}"
     version = f"NCCL {s.nccl_version}" if s.nccl_version else "NCCL version not logged"
     if len(s.nccl_versions) > 1:
         version += f" (also {', '.join(v for v in s.nccl_versions if v != s.nccl_version)})"
@@ -59,10 +59,6 @@ def verdict(s: LogSummary) -> str:
             net += f" on {_hca_range(s.hcas)}"
     count = len(s.errors)
     return f"{shape}, {version}, {net}; {count} warning{'s' if count != 1 else ''}"
-
-
-def _n(value: int | None) -> str:
-    return "?" if value is None else str(value)
 
 
 def _hca_range(hcas: tuple[str, ...]) -> str:
