@@ -39,6 +39,19 @@ def rdma_nics(snapshot: Snapshot) -> list[Nic]:
     return [nic for nic in snapshot.nics if nic.kind in RDMA_KINDS]
 
 
+def rail_nics(snapshot: Snapshot) -> list[Nic]:
+    """The RDMA NICs nearest (by PCIe class) to at least one GPU: the rails. A storage or management NIC
+    that no GPU has closest is left out; with no PCI placement known, every RDMA NIC counts."""
+    nics = [n for n in rdma_nics(snapshot) if n.pci_address in snapshot.pci]
+    nearest: set[str] = set()
+    for gpu in snapshot.gpus:
+        ranked = [(path_rank(pci_class(snapshot, gpu.pci_address, n.pci_address) or "SYS"), n.name)
+                  for n in nics]
+        best = min((rank for rank, _ in ranked), default=None)
+        nearest |= {name for rank, name in ranked if rank == best}
+    return [n for n in rdma_nics(snapshot) if n.name in nearest] or rdma_nics(snapshot)
+
+
 def verbs_ports(snapshot: Snapshot) -> Iterator[tuple[Nic, NicPort]]:
     for nic in rdma_nics(snapshot):
         if nic.kind in VERBS_KINDS:

@@ -8,7 +8,7 @@ from topodoc import pciaddr
 from topodoc.model import Nic, NicPort, Snapshot
 from topodoc.rules.common import snapshot_rule
 from topodoc.rules.engine import Evidence, Hit, Severity
-from topodoc.rules.machine import port_active, rail_pairs, rdma_nics, verbs_ports
+from topodoc.rules.machine import port_active, rail_nics, rail_pairs, rdma_nics, verbs_ports
 
 
 def _port_evidence(nic: Nic, port: NicPort, attr: str, value: str) -> Evidence:
@@ -26,7 +26,7 @@ def _port_subject(nic: Nic, port: NicPort) -> str:
     "expectations accordingly",
 )
 def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
-    nics, gpus = rdma_nics(snapshot), snapshot.gpus
+    nics, gpus = rail_nics(snapshot), snapshot.gpus
     if not nics or len(nics) >= len(gpus):
         return
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
@@ -35,7 +35,10 @@ def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
         subject=f"{len(nics)} NIC(s) / {len(gpus)} GPUs",
         message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): about {len(gpus) / len(nics):g} GPUs per "
         f"rail, so inter-node bandwidth per GPU is a fraction of one NIC{share}",
-        evidence=(Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in nics)),),
+        evidence=(
+            Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in rdma_nics(snapshot))),
+            Evidence("derived", "RDMA NICs nearest to a GPU (rails)", " ".join(nic.name for nic in nics)),
+        ),
     )
 
 
