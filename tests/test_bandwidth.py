@@ -97,7 +97,10 @@ def test_nvswitch_h100_expects_ring_and_nvls():
     assert by_algo[("intra-node", "nvls")] == 480.0
     assert bw.node_nic_gbps == 400.0
     assert by_algo[("inter-node", "ring")] == 370.8  # capped by the node's own ring
-    assert by_algo[("inter-node", "hierarchical")] == pytest.approx(400 * 15 / 16 * 2, abs=0.01)
+    # B_node·(N-1)/N·k/(k-1) = 750 GB/s, but each node reduces over its NVSwitch first: NVLS caps it
+    tree = next(e for e in bw.expectations if e.algorithm == "hierarchical")
+    assert tree.busbw_gbps == 480.0 and tree.limiter == "NVSwitch (NVLS)"
+    assert "= 750 GB/s" in tree.reason and "capped at the intra-node nvls bound 480 GB/s" in tree.reason
 
 
 def test_hierarchical_bound_formula():
@@ -136,7 +139,8 @@ def test_compare_two_node_run_uses_inter_node_bounds():
     comparisons = compare_run(run, build(derive(snap), snap))
     result = {c.algorithm: (c.expected_busbw_gbps, c.verdict) for c in comparisons}
     assert result["ring"] == (200.0, "ok")
-    assert result["hierarchical"][0] == pytest.approx(375.0)
+    # 375 GB/s by B_node·(N-1)/N·k/(k-1), capped by the node's own NVSwitch ring (240)
+    assert result["hierarchical"][0] == pytest.approx(240.0)
 
 
 def test_bandwidth_cli_bad_source_is_one_line_exit_2():
@@ -165,7 +169,8 @@ def test_bandwidth_cli_on_an_example_explains_each_expectation():
     proc = subprocess.run([sys.executable, "-m", "topodoc", "bandwidth", "--from",
                            "example:8xa100-pcie-2s-nvbridge-pairs"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "GPU0↔GPU1: NV3 through 3x NVLink3, 60 GB/s effective" in proc.stdout
+    grouped = "  NV3 through 3x NVLink3, 60 GB/s effective, line rate 75 GB/s:\n    GPU0↔GPU1, GPU2↔GPU3"
+    assert grouped in proc.stdout
     assert "limiter: GPU0↔GPU7: SYS through AMD Infinity Fabric, 16 GB/s effective" in proc.stdout
 
 
@@ -192,3 +197,55 @@ def test_nvls_is_not_expected_when_a_gpu_is_off_the_nvswitch_fabric():
 def test_arm_cpu_implementer_code_is_recognised():
     rate = links.cpu_interconnect("0x41", None)
     assert rate.label == "ARM inter-socket" and rate.nccl_gbps == 6.0
+
+
+def test_inter_node_figures_never_beat_the_node_itself():
+    """2x DGX A100: 200 GB/s of rails, NVSwitch ring 240 GB/s -> the hierarchical bound is 240, not 375."""
+    bw = bandwidth_of("example:dgx-a100")
+    by_algo = {(e.scope, e.algorithm): e for e in bw.expectations}
+    ring, tree = by_algo[("inter-node", "ring")], by_algo[("inter-node", "hierarchical")]
+    assert ring.busbw_gbps == 200.0 and "capped" not in ring.reason and ring.limiter.startswith("8x ib")
+    assert tree.busbw_gbps == 240.0 and tree.limiter.startswith("GPU0↔GPU1: NV12")
+
+
+def test_ring_capped_by_the_node_says_so_where_it_gives_the_figure():
+    bw = bandwidth_of("example:hgx-h100-8x400g-ib")
+    ring = next(e for e in bw.expectations if (e.scope, e.algorithm) == ("inter-node", "ring"))
+    assert ring.busbw_gbps == 370.8 and "capped at the intra-node ring bound 370.8 GB/s" in ring.reason
+    assert ring.limiter.startswith("GPU0↔GPU1: NV18")
+
+
+def test_pxn_pairs_name_the_relay_instead_of_contradicting_their_class():
+    bw = bandwidth_of("example:dgx-a100")
+    pair = next(p for p in bw.gpu_nic if (p.a, p.b) == ("GPU0", "NIC2"))
+    assert pair.reason.startswith("GPU0↔NIC2: SYS (NCCL: PXN via GPU2) through PCIe Gen4 x16, 24 GB/s")
+
+
+def test_gvnic_rails_give_an_inter_node_bound_without_rdma():
+    bw = bandwidth_of("example:gcp-a3-highgpu-8g")
+    assert bw.node_nic_gbps == 100.0 and not bw.node_nic_rdma
+    ring = next(e for e in bw.expectations if (e.scope, e.algorithm) == ("inter-node", "ring"))
+    assert ring.limiter == "4x gvnic at 200 Gb/s = 100 GB/s (not counted: eth0)"
+    assert ring.assumptions[0].startswith("no RDMA NIC")
+
+
+def test_text_groups_identical_pairs():
+    from topodoc.report.bandwidth import render_model
+
+    text = render_model(bandwidth_of("example:dgx-a100"))
+    assert "  all 28 GPU pairs: NV12 through NVSwitch (12x NVLink3 per GPU), 240 GB/s effective" in text
+    assert text.count("↔NIC") == 32  # the 16 PXB and 16 storage-NIC pairs by name, 48 PXN pairs counted
+    assert "  SYS (NCCL: PXN) through PCIe Gen4 x16, 24 GB/s effective, line rate 31.51 GB/s:" \
+        " the other 48 GPU-NIC pairs" in text
+    text = render_model(bandwidth_of("example:dgx1-v100-hybrid-cube-mesh"))
+    assert "    GPU0↔NIC2 via GPU4, GPU2↔NIC3 via GPU6, GPU4↔NIC0 via GPU0, GPU6↔NIC1 via GPU2" in text
+    text = render_model(bandwidth_of("example:8xa100-pcie-2s-nvbridge-pairs"))
+    assert "  NV3 through 3x NVLink3, 60 GB/s effective, line rate 75 GB/s:\n" \
+        "    GPU0↔GPU1, GPU2↔GPU3, GPU4↔GPU5, GPU6↔GPU7\n" in text
+
+
+def bandwidth_of(spec: str):
+    from topodoc.probe.source import load_snapshot
+
+    snap = load_snapshot(spec)
+    return build(derive(snap), snap)

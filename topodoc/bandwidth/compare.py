@@ -48,7 +48,7 @@ def applicable(run: NcclTestsRun, bw_model: BandwidthModel) -> tuple[Expectation
     if nodes > 1:
         intra = tuple(e for e in bw_model.expectations if e.scope == "intra-node")
         return inter_node_expectations(bw_model.gpus, bw_model.node_nic_gbps, bw_model.node_nic_label,
-                                       intra, nodes)
+                                       intra, nodes, rdma=bw_model.node_nic_rdma)
     chosen = [e for e in bw_model.expectations if e.scope == "intra-node" and e.busbw_gbps]
     if run.collective != "all_reduce":
         chosen = [e for e in chosen if e.algorithm == "ring"]

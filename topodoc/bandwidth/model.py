@@ -56,6 +56,7 @@ class BandwidthModel:
     gpu_nic: tuple[PairBandwidth, ...] = ()
     node_nic_gbps: float | None = None  # sum of the RDMA NIC ports (or Ethernet when none), GB/s
     node_nic_label: str | None = None
+    node_nic_rdma: bool = True  # B_node comes from RDMA NICs (else gVNIC/Ethernet through sockets or TCPX)
     expectations: tuple[Expectation, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -66,11 +67,12 @@ def build(topology: Topology, snapshot: model.Snapshot) -> BandwidthModel:
     pairs = tuple(pair_bandwidth(c, snapshot, sm) for c in topology.gpu_pairs)
     gpu_nic = tuple(pair_bandwidth(c, snapshot, sm) for c in topology.gpu_nic)
     node_bw, node_label = node_nic_bandwidth(topology)
+    rdma = any(n.kind in RDMA_KINDS and n.rate_gbps for n in topology.nics)
     intra = intra_node_expectations(topology, pairs, sm)
-    inter = inter_node_expectations(len(topology.gpus), node_bw, node_label, intra, nodes=2)
+    inter = inter_node_expectations(len(topology.gpus), node_bw, node_label, intra, nodes=2, rdma=rdma)
     return BandwidthModel(
         source=topology.source, shape=topology.shape.name, gpus=len(topology.gpus), pairs=pairs,
-        gpu_nic=gpu_nic, node_nic_gbps=node_bw, node_nic_label=node_label,
+        gpu_nic=gpu_nic, node_nic_gbps=node_bw, node_nic_label=node_label, node_nic_rdma=rdma,
         expectations=intra + inter, notes=topology.notes,
     )
 
@@ -101,9 +103,16 @@ def pair_bandwidth(conn: Connection, snapshot: model.Snapshot, sm: int | None) -
                              f"{arrow}: {conn.smi}, no link on the path could be read")
     worst = min(priced, key=lambda r: r.nccl_gbps)
     line = f", line rate {worst.line_gbps:g} GB/s" if worst.line_gbps else ""
-    reason = f"{arrow}: {conn.smi} through {worst.label}, {worst.nccl_gbps:g} GB/s effective{line}"
+    reason = (f"{arrow}: {conn.smi}{_relay(conn)} through {worst.label},"
+              f" {worst.nccl_gbps:g} GB/s effective{line}")
     return PairBandwidth(conn.a, conn.b, conn.smi, conn.nccl, worst.label, worst.line_gbps,
                          worst.nccl_gbps, reason)
+
+
+def _relay(conn: Connection) -> str:
+    """NCCL's relayed paths say so: the figure is for the route through the relay GPU, not the PCIe
+    class nvidia-smi prints (``SYS``), which would otherwise read as a contradiction."""
+    return f" (NCCL: {conn.nccl} via {conn.via})" if conn.via and conn.nccl in ("PXN", "NVB") else ""
 
 
 def best_ring(names: list[str], weights: dict[frozenset, float]) -> tuple[list[str], float]:
@@ -201,20 +210,43 @@ def _rail_nics(topology: Topology, pool: list) -> list:
 
 
 def inter_node_expectations(
-    gpus: int, node_bw: float | None, label: str | None, intra: tuple[Expectation, ...], nodes: int
+    gpus: int, node_bw: float | None, label: str | None, intra: tuple[Expectation, ...], nodes: int,
+    rdma: bool = True,
 ) -> tuple[Expectation, ...]:
-    """Ring ≈ B_node; hierarchical (tree/NVLS-tree) on k nodes ≈ B_node·(N−1)/N·k/(k−1) (ANCHORS.md c3)."""
+    """Ring ≈ B_node; hierarchical (tree/NVLS-tree) on k nodes ≈ B_node·(N−1)/N·k/(k−1) (ANCHORS.md c3).
+
+    Neither can beat the node's own fabric: the ring also runs through every GPU of a node, so it is
+    capped by the intra-node ring; the hierarchical algorithm reduces inside each node first, so it is
+    capped by the best intra-node figure (ring or NVLS). A capped figure names that limiter."""
     if not node_bw or gpus < 1 or nodes < 2:
         return ()
     ranks = gpus * nodes
-    assumptions = ("one NIC rail per GPU with GPUDirect RDMA", "non-blocking fabric, no oversubscription",
+    transport = ("one NIC rail per GPU with GPUDirect RDMA" if rdma else
+                 "no RDMA NIC: NCCL's socket transport (or a plugin such as TCPX) through host memory;"
+                 " measured busbw is usually well below this line-rate bound")
+    assumptions = (transport, "non-blocking fabric, no oversubscription",
                    "busbw per nccl-tests' 2(N-1)/N factor over all N ranks")
-    ring_bw = min([node_bw] + [e.busbw_gbps for e in intra if e.algorithm == "ring" and e.busbw_gbps])
-    ring = Expectation("inter-node", "ring", "all_reduce", nodes, ranks, round(ring_bw, 2), label or "",
-                       f"a ring crosses each node's NICs once per step: busbw ≈ B_node = {node_bw:g} GB/s",
-                       assumptions)
+    node = (node_bw, label or "", f"the NICs' {node_bw:g} GB/s")
+    intra_ring = [e for e in intra if e.algorithm == "ring" and e.busbw_gbps]
+    ring_bw, ring_limiter, ring_cap = _capped(node, intra_ring)
+    ring = Expectation("inter-node", "ring", "all_reduce", nodes, ranks, round(ring_bw, 2), ring_limiter,
+                       f"a ring crosses each node's NICs once per step: busbw ≈ B_node = {node_bw:g} GB/s"
+                       + ring_cap, assumptions)
     hier = round(node_bw * (ranks - 1) / ranks * nodes / (nodes - 1), 2)
-    tree = Expectation("inter-node", "hierarchical", "all_reduce", nodes, ranks, hier, label or "",
-                       f"tree/NVLS-tree sends 2(k-1)/k per node: busbw ≈ B_node·(N−1)/N·k/(k−1)"
-                       f" = {hier:g} GB/s for k={nodes}, N={ranks}", assumptions)
+    tree_node = (hier, label or "", f"the NICs' {hier:g} GB/s")
+    tree_bw, tree_limiter, tree_cap = _capped(tree_node, [e for e in intra if e.busbw_gbps])
+    tree = Expectation("inter-node", "hierarchical", "all_reduce", nodes, ranks, round(tree_bw, 2),
+                       tree_limiter, f"tree/NVLS-tree sends 2(k-1)/k per node: busbw ≈ B_node·(N−1)/N·k/(k−1)"
+                       f" = {hier:g} GB/s for k={nodes}, N={ranks}" + tree_cap, assumptions)
     return (ring, tree)
+
+
+def _capped(bound: tuple[float, str, str], intra: list[Expectation]) -> tuple[float, str, str]:
+    """``bound`` (figure, limiter, wording) unless the best of ``intra`` is lower: then that figure,
+    its limiter, and a clause saying the node's own fabric caps it."""
+    figure, limiter, wording = bound
+    best = max(intra, key=lambda e: e.busbw_gbps or 0.0, default=None)
+    if best is None or not best.busbw_gbps or best.busbw_gbps >= figure:
+        return figure, limiter, ""
+    return (best.busbw_gbps, best.limiter,
+            f"; capped at the intra-node {best.algorithm} bound {best.busbw_gbps:g} GB/s, below {wording}")

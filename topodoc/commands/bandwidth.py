@@ -47,13 +47,14 @@ def model_from_source(source: str | None, nodes: int = 2):
     except ImportError as err:
         fail(f"cannot load a machine here: {err}")
     except (OSError, LookupError, ValueError) as err:
-        fail(f"{source or 'live'}: {err}")
+        where = source or "live"
+        fail(str(err) if where in str(err) else f"{where}: {err}")
     bw_model = build(derive(snapshot), snapshot)
     if nodes == 2:
         return bw_model
     intra = tuple(e for e in bw_model.expectations if e.scope == "intra-node")
     inter = inter_node_expectations(bw_model.gpus, bw_model.node_nic_gbps, bw_model.node_nic_label, intra,
-                                    nodes)
+                                    nodes, rdma=bw_model.node_nic_rdma)
     return replace(bw_model, expectations=intra + inter)
 
 

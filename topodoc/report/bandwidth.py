@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from topodoc.bandwidth.estimate import GB, GIB, TpEstimate
 
 
@@ -34,9 +37,9 @@ def render_tp(est: TpEstimate) -> str:
 def render_model(bw_model) -> str:
     lines = [f"{bw_model.source}: {bw_model.shape}", "",
              "GPU pairs (bottleneck link; GB/s per direction, NCCL's effective model):"]
-    lines += [f"  {p.reason}" for p in bw_model.pairs] or ["  (fewer than two GPUs)"]
+    lines += grouped_pairs(bw_model.pairs, "GPU pairs") or ["  (fewer than two GPUs)"]
     if bw_model.gpu_nic:
-        lines += ["", "GPU ↔ NIC:"] + [f"  {p.reason}" for p in bw_model.gpu_nic]
+        lines += ["", "GPU ↔ NIC:"] + grouped_pairs(bw_model.gpu_nic, "GPU-NIC pairs")
     lines += ["", "Expected busbw (nccl-tests, large messages):"]
     for exp in bw_model.expectations:
         figure = f"{exp.busbw_gbps:g} GB/s" if exp.busbw_gbps else "no fixed figure"
@@ -48,6 +51,41 @@ def render_model(bw_model) -> str:
         lines.append("  none: the machine has fewer than two GPUs and no RDMA NIC rate")
     lines += [f"note: {n}" for n in bw_model.notes]
     return "\n".join(lines)
+
+
+_VIA = re.compile(r" via (GPU\d+)\)")
+
+
+def grouped_pairs(pairs, noun: str) -> list[str]:
+    """One entry per distinct bottleneck, naming its pairs (wrapped); the biggest group last, as
+    "the other N pairs" -- 28 identical NV12 lines or 80 GPU-NIC lines say less than four groups."""
+    groups: dict[str, list[str]] = {}
+    for pair in pairs:
+        head, _, why = pair.reason.partition(": ")
+        relay = _VIA.search(why)
+        if relay:  # one group per kind of relayed path; each pair names its relay GPU
+            why, head = _VIA.sub(")", why), f"{head} via {relay.group(1)}"
+        groups.setdefault(why, []).append(head)
+    if not groups:
+        return []
+    if len(groups) == 1:
+        why, names = next(iter(groups.items()))
+        return [f"  all {len(names)} {noun}: {why}" if len(names) > 1 else f"  {names[0]}: {why}"]
+    biggest = max(groups, key=lambda why: len(groups[why]))
+    lines: list[str] = []
+    for why, names in groups.items():
+        if why == biggest and len(names) > 1:
+            continue
+        if len(names) == 1:
+            lines.append(f"  {names[0]}: {why}")
+            continue
+        lines.append(f"  {why}:")
+        joined = ", ".join(name.replace(" ", "\u00a0") for name in names)  # never split "X via GPU2"
+        wrapped = textwrap.wrap(joined, 100, initial_indent="    ", subsequent_indent="    ")
+        lines += [line.replace("\u00a0", " ") for line in wrapped]
+    if len(groups[biggest]) > 1:
+        lines.append(f"  {biggest}: the other {len(groups[biggest])} {noun}")
+    return lines
 
 
 def render_comparisons(comparisons) -> str:

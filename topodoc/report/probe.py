@@ -5,6 +5,7 @@ and what could not be read and why. Plain text, one fact per line; the JSON form
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from topodoc.model import Gpu, Nic, NvLink, PciDevice, Snapshot
@@ -130,14 +131,24 @@ def pci_path(snap: Snapshot, address: str) -> str:
 
 
 def _pairs(snap: Snapshot) -> list[str]:
+    """One line per distinct answer, naming its pairs; the biggest group is "the other N pairs"."""
     if not snap.gpu_pairs:
         return []
-    lines = ["GPU pairs (NVML common ancestor / P2P read):"]
+    groups: dict[str, list[str]] = {}
     for pair in snap.gpu_pairs:
-        lines.append(
-            f"  GPU{pair.a}-GPU{pair.b}: {pair.common_ancestor or '?'}, P2P read {pair.p2p_read or '?'}, "
+        answer = (
+            f"{pair.common_ancestor or '?'}, P2P read {pair.p2p_read or '?'}, "
             f"NVLink P2P {pair.p2p_nvlink or '?'}"
         )
+        groups.setdefault(answer, []).append(f"GPU{pair.a}-GPU{pair.b}")
+    biggest = max(groups, key=lambda answer: len(groups[answer]))
+    lines = ["GPU pairs (NVML common ancestor / P2P read / NVLink P2P):"]
+    for answer, names in groups.items():
+        if answer != biggest:
+            lines.append(f"  {answer}: {', '.join(names)}")
+    count = len(groups[biggest])
+    every = "all" if len(groups) == 1 else "the other"
+    lines.append(f"  {biggest}: {every} {count} pair{'s' if count > 1 else ''}")
     return lines
 
 
@@ -217,14 +228,44 @@ def _kernel(snap: Snapshot) -> list[str]:
     ]
 
 
+_PER_GPU = re.compile(r"(.*) of GPU (\d+)")
+
+
 def _gaps(snap: Snapshot) -> list[str]:
+    """One line per value, reason and detail; the GPUs it applies to are listed together."""
     if not snap.gaps:
         return ["Everything the probe looks for could be read."]
-    lines = [f"Could not read ({len(snap.gaps)}):"]
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for gap in snap.gaps:
-        detail = f" -- {gap.detail}" if gap.detail else ""
-        lines.append(f"  {gap.what}: {gap.reason.value}{detail}")
+        match = _PER_GPU.fullmatch(gap.what)
+        what = match.group(1) if match else gap.what
+        indexes = groups.setdefault((what, gap.reason.value, gap.detail), [])
+        if match:
+            indexes.append(int(match.group(2)))
+    lines = [f"Could not read ({len(snap.gaps)}):"]
+    for (what, reason, detail), indexes in groups.items():
+        detail = f" -- {detail}" if detail else ""
+        lines.append(f"  {what}{_of_gpus(indexes)}: {reason}{detail}")
     return lines
+
+
+def _of_gpus(indexes: list[int]) -> str:
+    if not indexes:
+        return ""
+    if len(indexes) == 1:
+        return f" of GPU {indexes[0]}"
+    return f" of GPUs {index_ranges(indexes)}"
+
+
+def index_ranges(indexes: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``"0-3,5"`` (sorted, duplicates dropped)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(indexes)):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def _or_q(value) -> str:

@@ -92,13 +92,21 @@ def _nic_ends(snapshot: model.Snapshot) -> tuple[NicEnd, ...]:
 def _nic_end(snapshot: model.Snapshot, i: int, nic: model.Nic) -> NicEnd:
     address = pciaddr.try_normalize(nic.pci_address)
     dev = snapshot.pci.get(address or "")
-    rates_gbps = [p.rate_gbps for p in nic.ports if p.rate_gbps is not None]
+    rates_gbps = [p.rate_gbps for p in nic.ports if p.rate_gbps is not None] or _netdev_rates(snapshot, nic)
     return NicEnd(
         name=f"NIC{i}", device=nic.name, kind=nic.kind, pci_address=address,
         numa_node=dev.numa_node if dev else None, in_smi_matrix=nic.kind in SMI_NIC_KINDS,
         rate_gbps=max(rates_gbps) if rates_gbps else None,
         ports_down=sum(1 for p in nic.ports if p.state is not None and p.state != "ACTIVE"),
     )
+
+
+def _netdev_rates(snapshot: model.Snapshot, nic: model.Nic) -> list[float]:
+    """Link speeds (Gb/s) of the NIC's netdevs, for NICs without RDMA ports (gVNIC, ENA, plain
+    Ethernet); ``/sys/class/net/<if>/speed`` is -1 or unreadable when down or virtual."""
+    names = set(nic.netdevs)
+    speeds = [i.speed_mbps for i in snapshot.net if i.name in names and i.speed_mbps]
+    return [mbps / 1000 for mbps in speeds if mbps > 0]
 
 
 def _gpu_pair(ctx: _Ctx, a: GpuEnd, b: GpuEnd) -> Connection:

@@ -1,0 +1,55 @@
+"""The text ``topodoc probe`` prints: one line per distinct answer, not one per GPU or pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from topodoc.probe.source import load_snapshot
+from topodoc.report.probe import index_ranges, render_probe
+
+
+@pytest.fixture(scope="module")
+def dgx_text() -> str:
+    return render_probe(load_snapshot("example:dgx-a100"))
+
+
+def test_gaps_repeated_per_gpu_are_one_line(dgx_text):
+    section = dgx_text.split("Could not read (16):\n")[1].splitlines()
+    assert section == [
+        "  NUMA node of GPUs 0-7: unsupported -- NotSupported",
+        "  fabric info of GPUs 0-7: unsupported -- NotSupported",
+    ]
+
+
+def test_gpu_pairs_grouped_by_answer(dgx_text):
+    section = dgx_text.split("GPU pairs (NVML common ancestor / P2P read / NVLink P2P):\n")[1]
+    lines = section.split("\n\n")[0].splitlines()
+    assert lines == [
+        "  PXB, P2P read OK, NVLink P2P OK: GPU0-GPU1, GPU2-GPU3, GPU4-GPU5, GPU6-GPU7",
+        "  SYS, P2P read OK, NVLink P2P OK: the other 24 pairs",
+    ]
+
+
+def test_gpu_off_the_nvlink_fabric_stands_out():
+    text = render_probe(load_snapshot("example:hgx-h100-degraded-nvswitch-incomplete"))
+    off_fabric = [line for line in text.splitlines() if "NVLink P2P NS" in line]
+    assert off_fabric and all("GPU6" in line for line in off_fabric)
+    assert sum(line.count("GPU6") for line in off_fabric) == 7
+
+
+def test_a_gap_on_one_gpu_names_that_gpu():
+    from dataclasses import replace
+
+    from topodoc.model import Gap, GapReason
+
+    snap = load_snapshot("example:dgx-a100")
+    lost = Gap("NVLink 7 of GPU 2", GapReason.ERROR, "nvml", "GpuIsLost")
+    text = render_probe(replace(snap, gaps=(*snap.gaps, lost)))
+    assert "  NVLink 7 of GPU 2: error -- GpuIsLost" in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    "indexes, text", [([0, 1, 2, 3], "0-3"), ([5], "5"), ([7, 0, 1, 3, 3], "0-1,3,7"), ([2, 4, 6], "2,4,6")]
+)
+def test_index_ranges(indexes, text):
+    assert index_ranges(indexes) == text
