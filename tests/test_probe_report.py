@@ -53,3 +53,11 @@ def test_a_gap_on_one_gpu_names_that_gpu():
 )
 def test_index_ranges(indexes, text):
     assert index_ranges(indexes) == text
+
+
+def test_nvswitch_functions_are_named():
+    from topodoc.probe.source import load_snapshot
+    from topodoc.report.probe import render_probe
+
+    text = render_probe(load_snapshot("example:dgx-a100"))
+    assert text.count(" NVSwitch [10de:1af1]") == 6  # DGX A100: six NVSwitch chips

@@ -180,6 +180,8 @@ def _pci_line(d: PciDevice) -> str:
     kind = CLASS_NAMES.get(
         (d.class_code or 0) >> 8, f"class {d.class_code:06x}" if d.class_code is not None else "?"
     )
+    if d.vendor_id == NVIDIA and (d.class_code or 0) >> 8 == 0x0680:
+        kind = "NVSwitch"  # NVIDIA's "other bridge" functions are NVSwitch chips (how NCCL spots them)
     ids = (
         f"{d.vendor_id:04x}:{d.device_id:04x}" if d.vendor_id is not None and d.device_id is not None else "?"
     )
