@@ -61,3 +61,11 @@ def test_nvswitch_functions_are_named():
 
     text = render_probe(load_snapshot("example:dgx-a100"))
     assert text.count(" NVSwitch [10de:1af1]") == 6  # DGX A100: six NVSwitch chips
+
+
+def test_ethernet_nics_show_their_link_speed():
+    from topodoc.probe.source import load_snapshot
+    from topodoc.report.probe import render_probe
+
+    text = render_probe(load_snapshot("example:gcp-a3-highgpu-8g"))
+    assert "eth1 [gvnic] at 0000:06:00.0 driver=gve netdevs eth1: eth1 up 200 Gb/s MTU 8244" in text

@@ -13,7 +13,8 @@ from topodoc.cli import EXIT_ERROR
 @click.command()
 @click.option("--from", "source", default=None, metavar="SPEC",
               help="A recording (NAME.tar.gz) or example:<name>; default: this machine.")
-@click.option("--nodes", type=int, default=2, show_default=True, help="Nodes for the inter-node bounds.")
+@click.option("--nodes", type=click.IntRange(min=2), default=2, show_default=True,
+              help="Nodes for the inter-node bounds.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(source: str | None, nodes: int, as_json: bool) -> None:
     """Per-pair bottleneck bandwidth and the busbw nccl-tests should reach, each with its reason."""

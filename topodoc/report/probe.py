@@ -199,19 +199,28 @@ def _pci_line(d: PciDevice) -> str:
 
 def _nics(snap: Snapshot) -> list[str]:
     lines = [f"NICs: {len(snap.nics)}" if snap.nics else "NICs: none on the PCI bus"]
-    lines.extend("  " + _nic_line(nic) for nic in snap.nics)
+    speeds = {i.name: i for i in snap.net}
+    lines.extend("  " + _nic_line(nic, speeds) for nic in snap.nics)
     virtual = [i.name for i in snap.net if i.virtual]
     if virtual:
         lines.append(f"  virtual interfaces: {', '.join(virtual)}")
     return lines
 
 
-def _nic_line(nic: Nic) -> str:
+def _nic_line(nic: Nic, net: dict) -> str:
     ports = "; ".join(_port_text(p) for p in nic.ports)
+    if not ports:  # no RDMA ports: the netdev's own link (sysfs speed, operstate)
+        ports = "; ".join(_netdev_text(net[name]) for name in nic.netdevs if name in net)
     netdevs = f" netdevs {','.join(nic.netdevs)}" if nic.netdevs else ""
     return f"{nic.name} [{nic.kind}] at {nic.pci_address or '?'} driver={nic.driver or '-'}{netdevs}" + (
         f": {ports}" if ports else ""
     )
+
+
+def _netdev_text(iface) -> str:
+    speed = f"{iface.speed_mbps / 1000:g} Gb/s" if iface.speed_mbps and iface.speed_mbps > 0 else None
+    words = [iface.name, iface.operstate, speed, f"MTU {iface.mtu}" if iface.mtu else None]
+    return " ".join(w for w in words if w)
 
 
 def _port_text(p) -> str:
