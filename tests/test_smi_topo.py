@@ -130,6 +130,39 @@ def test_gpu_numa_id_and_numa_lists():
     assert load("cloud-aws-g5-12xlarge-4xa10g").gpus[0].numa_affinity is None
 
 
+def test_command_pasted_on_the_header_line_is_dropped():
+    matrix = load("real-2x-rtx5070-command-on-header-line-aikitoria")
+    assert [g.name for g in matrix.gpus] == ["GPU0", "GPU1"]
+    assert matrix.links["GPU1"]["GPU0"] == "PHB" and matrix.gpus[1].cpu_affinity == "0-23"
+    assert matrix.warnings == ()
+
+
+def test_p2p_mode_on_the_header_line_and_after_a_failed_command():
+    text = "$ nvidia-smi topo -p2p w   GPU0\tGPU1\t\n GPU0\tX\tCNS\t\n GPU1\tCNS\tX\t\n"
+    assert (parse(text).kind, parse(text).p2p_mode) == ("p2p", "w")
+    matrix = load("real-p2p-p-5gpu-after-failed-command-aikitoria")
+    assert (matrix.kind, matrix.p2p_mode, len(matrix.gpus)) == ("p2p", "p", 5)
+
+
+def test_a_word_before_gpu0_without_the_command_is_not_a_header():
+    with pytest.raises(SmiTopoParseError):
+        parse("result GPU0 GPU1\nGPU0 X PHB\nGPU1 PHB X\n")
+
+
+def test_nic_columns_capped_by_nvidia_smi_are_reported():
+    matrix = load("real-truncated-8xh100-56-of-76-nics-vllm")
+    assert len(matrix.nics) == 56 and matrix.links["GPU1"]["NIC3"] == "PXB"
+    assert "nvidia-smi found 76 NICs but shows only 56: the others are not in the matrix" in matrix.warnings
+
+
+def test_real_pastes_read_as_their_threads_describe():
+    l40s = read(load("real-8xl40s-node-sys-1nic-no-legend-nccl-tests"))
+    assert l40s.nvlink_shape == "none" and len(l40s.cross_socket_pairs) == 16
+    bridged = read(load("real-3gpu-nv4-pair-2nic-phb-nccl-tests"))
+    assert [(p.a, p.b, p.links) for p in bridged.nvlink_pairs] == [("GPU0", "GPU1", 4)]
+    assert [g.numa_affinity for g in load("real-2xl4-sys-numa-0-2-cuda-samples").gpus] == ["0", "2"]
+
+
 def test_ansi_and_quoted_lines():
     text = "> \x1b[1m\tGPU0\tGPU1\tCPU Affinity\x1b[0m\n> GPU0\t X \tSOC\t0-7\n> GPU1\tSOC\t X \t8-15\n"
     matrix = parse(text)

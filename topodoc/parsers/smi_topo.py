@@ -2,7 +2,8 @@
 
 Input: any text that holds one such matrix: a bare capture, a terminal paste with a prompt before it
 and a log after it, or a larger report (vLLM ``collect_env``, SGLang ``check_env``). The first matrix
-found is parsed. Tolerated: tabs or spaces, CRLF, ANSI colour codes (also with the ESC byte lost, as
+found is parsed. Tolerated: the command pasted on the header's own line (``$ nvidia-smi topo -m   GPU0
+GPU1 ...``), tabs or spaces, CRLF, ANSI colour codes (also with the ESC byte lost, as
 ``[4m``), a header with or without indentation or with names run together (``GPU0GPU1``), cells run
 together (``NODENODE``), extra blank lines, quoted lines (``> ``), the trailing legends.
 
@@ -17,7 +18,8 @@ Output (:class:`topodoc.model.ConnectionMatrix`):
   ``"N/A"``), ``SOC`` normalised to ``SYS``.
 - ``kind``: ``"p2p"`` when the cells are peer-to-peer statuses (``OK``/``NS``/``CNS``/``GNS``/``TNS``/
   ``DR``/``U``), else ``"topo"``; ``p2p_mode`` from a ``topo -p2p <mode>`` command line, if pasted.
-- ``warnings``: what a truncated or damaged paste lacks (missing rows, short rows, legend entries).
+- ``warnings``: what a truncated or damaged paste lacks (missing rows, short rows, legend entries), and
+  the NICs nvidia-smi left out (``76 NICs found in the topology, only displaying 56 in the matrix.``).
 
 Raises :class:`SmiTopoParseError` only when no matrix is found at all.
 """
@@ -49,6 +51,7 @@ _GPU = re.compile(r"GPU\d+")
 _AFFINITY_VALUE = re.compile(r"[0-9][0-9,\-]*")
 _LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _P2P_MODE = re.compile(r"topo\s+-p2p\s+([rwnap])\b")
+_NIC_CAP = re.compile(r"(\d+) NICs found in the topology, only displaying (\d+) in the matrix")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def parse(text: str) -> ConnectionMatrix:
             continue
         rows, end = _rows(lines, header)
         if rows:
-            return _build(header, rows, lines[:index], lines[end:])
+            return _build(header, rows, lines[: index + 1], lines[end:])
     raise SmiTopoParseError(
         "no nvidia-smi topo matrix found: expected a header line like 'GPU0 GPU1 ... CPU Affinity' "
         "followed by one row per device"
@@ -90,12 +93,21 @@ def _header(line: str, index: int) -> _Header | None:
     rest = line
     for _pos, head in found:
         rest = rest.replace(head, " ")
-    names = _split_names(rest.split())
+    names = _drop_command(_split_names(rest.split()))
     if not names or not _GPU.fullmatch(names[0]) or len(set(names)) != len(names):
         return None
     if not all(_NAME.fullmatch(name) and not _CELL_RUN.fullmatch(name) for name in names):
         return None
     return _Header(index, tuple(names), tuple(head for _pos, head in found))
+
+
+def _drop_command(names: list[str]) -> list[str]:
+    """``$ nvidia-smi topo -m      GPU0 GPU1 ...``: the command pasted on the header's own line (the
+    output's first line joined to the prompt) is dropped up to the first GPU column."""
+    first = next((i for i, name in enumerate(names) if _GPU.fullmatch(name)), None)
+    if first is None or "topo" not in names[:first]:
+        return names
+    return names[first:]
 
 
 def _split_names(tokens: list[str]) -> list[str]:
@@ -147,6 +159,7 @@ def _build(header: _Header, rows: list[_Row], before: list[str], after: list[str
     warnings += _missing_rows(header.names, by_name)
     warnings += _short_rows(header.names, by_name)
     warnings += _missing_legend(nics)
+    warnings += _nics_not_shown(before)
     return ConnectionMatrix(
         kind=kind,
         gpus=gpus,
@@ -230,6 +243,16 @@ def _missing_legend(nics: tuple[MatrixNic, ...]) -> list[str]:
     if not unnamed:
         return []
     return [f"NIC Legend missing for {_listing(unnamed)}: their device names are unknown"]
+
+
+def _nics_not_shown(lines: list[str]) -> list[str]:
+    """nvidia-smi caps the NIC columns and says so above the matrix (vLLM collect_env pastes show it)."""
+    for line in lines:
+        match = _NIC_CAP.search(line)
+        if match:
+            found, shown = match.groups()
+            return [f"nvidia-smi found {found} NICs but shows only {shown}: the others are not in the matrix"]
+    return []
 
 
 def _listing(names: list[str]) -> str:

@@ -93,7 +93,10 @@ def reading_lines(reading: Reading) -> list[str]:
 def _nvlink_lines(reading: Reading) -> list[str]:
     shape, pairs = reading.nvlink_shape, reading.nvlink_pairs
     if shape == "none":
-        return ["  No GPU pair shares NVLink: GPU traffic goes over PCIe (`topo -mp` never shows NVLink)."]
+        return [
+            "  No GPU pair shares NVLink: GPU traffic goes over PCIe "
+            "(a `topo -mp` matrix never shows NVLink, even where it exists)."
+        ]
     counts = "/".join(f"NV{n}" for n in reading.nvlink_counts)
     total = len(reading.gpus) * (len(reading.gpus) - 1) // 2
     if shape == "all-to-all":
