@@ -143,3 +143,65 @@ def test_hash_comments_alone_are_not_nccl_tests_output():
 
     with pytest.raises(NcclTestsParseError):
         parse("#!/bin/bash\n# a shell script, not a benchmark\n#\n# 12 34\n")
+
+
+# Real outputs from public threads (fixtures/nccl_tests/README.md), one test per parser bug they exposed.
+
+def test_real_slurm_label_prefix_with_padding():
+    run = _run("real-slurm-label-rccl1490.txt")
+    assert [r.size for r in run.rows] == [65536, 131072, 262144, 524288, 1048576]
+    assert run.rows[-1].in_place.busbw == 0.78 and run.unparsed_lines == ()
+
+
+def test_real_old_build_without_redop_column():
+    row = _run("real-old-no-redop-nccl-tests104.txt").rows[0]
+    assert (row.type, row.redop, row.root) == ("uint8", None, None)
+    assert row.out_of_place.time_us == 11732 and row.in_place.wrong == 300.0
+
+
+def test_real_old_broadcast_root_without_redop_and_warn_with_source_location():
+    run = _run("real-old-root-no-redop-mpirun-nccl-tests82.txt")
+    row = run.rows[0]
+    assert (row.redop, row.root, row.out_of_place.time_us, row.out_of_place.wrong) == (None, 0, 45.82, None)
+    assert run.unparsed_lines == () and run.nccl_version == "2.9.6" and run.collective == "broadcast"
+
+
+def test_real_tables_pasted_back_to_back_are_two_runs_and_blank_redop():
+    runs = parse_runs((FIXTURES / "real-old-error-two-tables-nccl-tests78.txt").read_text())
+    assert [r.avg_bus_bandwidth for r in runs] == [4.32178, 0.507636]
+    alltoall = runs[1].rows[0]
+    assert (alltoall.redop, alltoall.out_of_place.time_us, alltoall.in_place.wrong) == (None, 520935, 1.0)
+
+
+def test_rank_count_is_not_guessed_from_rounded_figures():
+    runs = parse_runs((FIXTURES / "real-old-error-two-tables-nccl-tests78.txt").read_text(), "all_reduce")
+    assert runs[0].nranks is None  # 4.33 / 2.20 fits 52 to 80 ranks (64 in the thread)
+    assert _run("all_reduce-old-error-column.txt").nranks == 16
+
+
+def test_real_header_that_lost_its_hash():
+    run = _run("real-lost-hash-old-nccl583.txt")
+    assert run.wrong_column == "error" and run.unparsed_lines == () and len(run.devices) == 2
+    assert run.rows[1].in_place.time_us == 10.31 and run.rows[1].redop == "sum"
+
+
+def test_output_names_the_collective_before_the_file_name_does():
+    text = (FIXTURES / "real-1rank-new-nccl-tests287.txt").read_text()
+    assert parse(text, "all_reduce").collective == "alltoall"
+
+
+@given(st.lists(ROWS, min_size=1, max_size=10), st.sampled_from(["", "sum", "blank"]), st.booleans(),
+       st.sampled_from(["", " 0: ", "[1,0]<stdout>:", "12: "]))
+def test_old_layouts_parse_back(rows, redop, with_root, prefix):
+    columns = ("   redop" if redop else "") + ("    root" if with_root else "")
+    header = f"#       size         count      type{columns}" + "     time   algbw   busbw  error" * 2
+    lines = [prefix + header]
+    for size, time, bw, _wrong in rows:
+        cells = {"": "", "sum": "     sum", "blank": "        "}[redop] + ("       0" if with_root else "")
+        half = f"  {_fmt(time)}  {_fmt(bw)}  {_fmt(bw)}  0e+00"
+        lines.append(f"{prefix}{size:12d}  {size // 4:12d}     float{cells}{half}{half}")
+    run = parse("\n".join(lines))
+    assert [(r.size, r.redop, r.root) for r in run.rows] == \
+        [(r[0], "sum" if redop == "sum" else None, 0 if with_root else None) for r in rows]
+    assert all(r.in_place.time_us == float(_fmt(t)) and r.in_place.wrong == 0.0
+               for r, (_s, t, _b, _w) in zip(run.rows, rows, strict=True))

@@ -3,13 +3,15 @@
 Handles every layout nccl-tests has printed (``NT src/util.cu``, REFERENCE.md §6.7):
 - the device list (``#  Rank  0 Group  0 Pid 123 on host device  0 [0000:1a:00] NAME``; older builds
   without ``Group``/``Pid`` and with ``[0x1a]``);
-- the table with or without the ``root`` column, ``#wrong`` (count) or the old ``error`` (maximum
+- the table with or without the ``redop`` and ``root`` columns (old builds; old alltoall rows left
+  ``redop`` blank), ``#wrong`` (count) or the old ``error`` (maximum
   relative error) column, ``time`` or ``cputime``, the per-iteration ``i_min i_max i_p99 i_cv%``
   columns, a trailing timestamp, ``N/A`` where validation is off or unsupported, and ``1.2e+04``
   style numbers;
 - the footer (``# Out of bounds values : 0 OK``, ``# Avg bus bandwidth    : 95.3``);
 - output interleaved with NCCL INFO/WARN lines (even in the middle of a row), with MPI/Slurm
-  prefixes (``[1,0]<stdout>:``, ``[0] ``, ``0: ``), several tests in one file, and runs cut short.
+  prefixes (``[1,0]<stdout>:``, ``[0] ``, ``0: ``, srun -l's padded `` 0: ``), several tests in one file
+  (with banners, or tables pasted back to back), pastes that lost the leading ``#``, and runs cut short.
 
 Pure: :func:`parse_runs` returns every run found, :func:`parse` the first; unknown lines are
 counted and their line numbers kept, never printed.
@@ -17,6 +19,7 @@ counted and their line numbers kept, never printed.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -40,9 +43,10 @@ BUSBW_FACTORS = {  # busbw = algbw x factor(n): NT doc/PERFORMANCE.md, REFERENCE
     "hypercube": lambda n: 1.0,
 }
 
-_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\]\s?|\d+:\s)")
+_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\]\s?|\d+:\s)")  # srun -l pads: " 0: "
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_NCCL_LOG = re.compile(r"(?:\S+:\d+:\d+\s+)?\[\d+\]\s+NCCL\s+(?:INFO|WARN|TRACE|ABORT)\b")
+# "host:pid:tid [0] NCCL WARN ..." and "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN ..."
+_NCCL_LOG = re.compile(r"(?:\S+:\d+:\d+\s+)?\[\d+\]\s+(?:\S+:\d+\s+)?NCCL\s+(?:INFO|WARN|TRACE|ABORT)\b")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _DEVICE = re.compile(
     r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?\s+on\s+(?P<host>\S+)"
@@ -100,7 +104,7 @@ def parse_runs(text: str, collective: str | None = None) -> tuple[NcclTestsRun, 
     builders: list[_Builder] = [_Builder()]
     for number, raw in enumerate(text.splitlines(), start=1):
         line = _clean(raw)
-        if _starts_run(line) and builders[-1].started():
+        if (_starts_run(line) or _starts_table(builders[-1], line)) and builders[-1].started():
             builders.append(_Builder())
         _feed(builders[-1], number, line)
     runs = tuple(_finish(b, collective) for b in builders if b.seen_output)
@@ -117,6 +121,15 @@ def _starts_run(line: str) -> bool:
     if "nccl-tests version" in line or "Collective test starting" in line:
         return True
     return bool(re.search(r"\bnThreads?:?\s+\d+\s+nGpus", line))
+
+
+def _starts_table(b: _Builder, line: str) -> bool:
+    """A table header after a finished run's footer: tables pasted one after another without banners."""
+    return b.complete and _is_header(line.lstrip("#").strip())
+
+
+def _is_header(body: str) -> bool:
+    return bool(re.search(r"\bsize\b|\bbytes\b", body)) and "algbw" in body
 
 
 def _feed(b: _Builder, number: int, line: str) -> None:
@@ -146,7 +159,8 @@ def _feed_log_line(b: _Builder, number: int, line: str, start: int) -> None:
 
 def _is_comment_body(body: str) -> bool:
     """Lines an old build printed without the leading ``#`` (or a paste lost it)."""
-    return bool(_DEVICE.search(body) or _PARAM.match(body) or body.startswith("Using devices"))
+    return bool(_DEVICE.search(body) or _PARAM.match(body) or body.startswith("Using devices")
+                or _is_header(body) or "out-of-place" in body or "(elements)" in body)
 
 
 def _feed_comment(b: _Builder, number: int, body: str) -> None:
@@ -160,7 +174,7 @@ def _feed_comment(b: _Builder, number: int, body: str) -> None:
         b.devices.append(_device(device))
     elif _PARAM.search(body) and "nGpus" in body:
         b.params.update({key.replace(" ", "_"): value for key, value in _PARAM.findall(body)})
-    elif re.search(r"\bsize\b|\bbytes\b", body) and "algbw" in body:
+    elif _is_header(body):
         b.layout = _header_layout(body)
     elif not _feed_banner(b, body):
         b.ignored += 1
@@ -224,19 +238,27 @@ def _add_row(b: _Builder, number: int, tokens: list[str], final: bool = False) -
     """A table row; one that an NCCL log line cut short waits in ``pending`` for its numbers."""
     b.seen_output = True
     tokens = [t for t in tokens if not _TIMESTAMP.match(t)]
-    has_root = b.layout.root if b.layout.root is not None else (len(tokens) - 4) % 4 == 1
-    preamble = 5 if has_root else 4
+    redop, rest = _split_redop(tokens[3:])
+    has_root = b.layout.root if b.layout.root is not None else len(rest) % 4 == 1
+    root = int(rest[0]) if has_root and rest and _INT.match(rest[0]) else None
     width = 8 if b.layout.per_iter else 4
-    results = tokens[preamble:]
+    results = rest[1:] if has_root else rest
     if len(results) < 2 * width and not (final and len(results) >= width):
         b.pending = (number, tokens)
         return
-    halves = [_result(results[i : i + width]) for i in range(0, min(len(results), 2 * width), width)]
-    root = int(tokens[4]) if has_root and _INT.match(tokens[4]) else None
+    counts = b.layout.wrong_column == "#wrong"
+    halves = [_result(results[i : i + width], counts) for i in range(0, min(len(results), 2 * width), width)]
     b.rows.append(NcclTestsRow(
-        size=int(tokens[0]), count=int(tokens[1]), type=tokens[2], redop=tokens[3], root=root,
+        size=int(tokens[0]), count=int(tokens[1]), type=tokens[2], redop=redop, root=root,
         out_of_place=halves[0], in_place=halves[1] if len(halves) > 1 else None, line=number,
     ))
+
+
+def _split_redop(tokens: list[str]) -> tuple[str | None, list[str]]:
+    """``redop`` is a word; old builds without it, and old alltoall rows with it blank, go on with numbers."""
+    if tokens and _number(tokens[0]) is None and tokens[0] != "N/A":
+        return tokens[0], tokens[1:]
+    return None, tokens
 
 
 def _flush_pending(b: _Builder) -> None:
@@ -251,10 +273,10 @@ def _flush_pending(b: _Builder) -> None:
         b.pending = None
 
 
-def _result(cells: list[str]) -> NcclTestsResult:
+def _result(cells: list[str], counts: bool = True) -> NcclTestsResult:
     time_us, algbw, busbw, wrong = (cells + [""] * 4)[:4]
     return NcclTestsResult(time_us=_number(time_us), algbw=_number(algbw), busbw=_number(busbw),
-                           wrong=_wrong(wrong))
+                           wrong=_wrong(wrong) if counts else _number(wrong))
 
 
 def _number(text: str) -> float | None:
@@ -266,7 +288,7 @@ def _number(text: str) -> float | None:
 
 
 def _wrong(text: str) -> int | float | None:
-    """``0``, ``6.71089e+06`` (``%6g`` of a count) -> int; ``1e-06`` (old max error) stays a float."""
+    """``0``, ``6.71089e+06`` (``%6g`` of a count) -> int (the old ``error`` column stays float)."""
     value = _number(text)
     return int(value) if value is not None and value.is_integer() else value
 
@@ -300,7 +322,7 @@ def _finish(b: _Builder, collective: str | None) -> NcclTestsRun:
         nccl_version=b.nccl_version, failures=tuple(failures), ignored_lines=b.ignored,
         unparsed_lines=tuple(b.unparsed), nodes=len({d.host for d in b.devices}) or None,
     )
-    name = collective or _program_collective(b.program)
+    name = _program_collective(b.program) or collective  # the output's own name wins over a guess
     nranks = _nranks(run, name)
     return replace(run, nranks=nranks, collective=name or infer_collective(run.rows, nranks))
 
@@ -315,12 +337,29 @@ def _program_collective(program: str | None) -> str | None:
 def _nranks(run: NcclTestsRun, collective: str | None) -> int | None:
     if run.devices:
         return len({d.rank for d in run.devices})
-    ratio = busbw_ratio(run.rows)
-    if collective in ("all_reduce",) and ratio and ratio < 1.999:
-        return round(2 / (2 - ratio))
-    if collective in ("reduce_scatter", "all_gather", "alltoall") and ratio and ratio < 0.999:
-        return round(1 / (1 - ratio))
-    return None
+    scale = _RANK_SCALES.get(collective or "")
+    bounds = _ratio_bounds(run.rows)
+    if scale is None or bounds is None or bounds[1] >= scale:
+        return None
+    low, high = (scale / (scale - r) for r in bounds)  # factor = scale * (n - 1) / n, solved for n
+    candidates = range(math.ceil(low - 1e-9), math.floor(high + 1e-9) + 1)
+    return candidates[0] if len(candidates) == 1 else None
+
+
+_RANK_SCALES = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0, "alltoall": 1.0}
+_HALF_UNIT = 0.005  # algbw and busbw are printed with two decimals
+
+
+def _ratio_bounds(rows: tuple[NcclTestsRow, ...]) -> tuple[float, float] | None:
+    """busbw / algbw's range given two-decimal rounding, on the highest algbw (the tightest); with many
+    ranks the factors of n and n + 1 both fit and the rank count cannot be told from the table."""
+    halves = [h for r in rows for h in (r.out_of_place, r.in_place)
+              if h and h.algbw and h.busbw is not None and h.algbw >= 0.1]
+    if not halves:
+        return None
+    best = max(halves, key=lambda h: h.algbw)
+    return ((best.busbw - _HALF_UNIT) / (best.algbw + _HALF_UNIT),
+            (best.busbw + _HALF_UNIT) / (best.algbw - _HALF_UNIT))
 
 
 def busbw_ratio(rows: tuple[NcclTestsRow, ...]) -> float | None:
@@ -343,7 +382,8 @@ def infer_collective(rows: tuple[NcclTestsRow, ...], nranks: int | None) -> str 
     ratio = busbw_ratio(rows)
     if ratio is None:
         return None
-    candidates = [name for name in _ROOTLESS[reduces] if abs(BUSBW_FACTORS[name](nranks) - ratio) < 0.02]
+    names = _ROOTLESS[reduces] if last.redop is not None else _ROOTLESS[True] + _ROOTLESS[False]  # no column
+    candidates = [name for name in names if abs(BUSBW_FACTORS[name](nranks) - ratio) < 0.02]
     if len(candidates) > 1:
         candidates = _split_by_in_place(rows, candidates)
     return candidates[0] if len(candidates) == 1 else None
