@@ -62,3 +62,48 @@ def test_plugin_fallback_is_shown_with_its_reason():
     data = json.loads(_topodoc(str(FIXTURES / "ofi_init_failed_socket_fallback_p4d.log"), "--json").stdout)
     assert [(p["name"], p["status"], p["selected"]) for p in data["plugins"] if p["kind"] == "net"] == [
         ("aws-ofi-nccl", "failed", False)]
+
+
+def test_partial_log_says_at_least_two_nodes_and_json_has_the_bound():
+    path = str(FIXTURES / "ib_loc_prot_err4_vendor81.log")
+    human = _topodoc(path)
+    assert human.returncode == 0
+    assert human.stdout.decode().startswith("at least 2 nodes, 16 ranks, NCCL 2.18.1")
+    summary = json.loads(_topodoc(path, "--json").stdout)["summary"]
+    assert (summary["nnodes"], summary["nnodes_min"]) == (None, 2)
+    assert sorted(ev["line"] for ev in summary["evidence"]["nnodes_min"]) == [1, 6]
+    (error,) = summary["errors"]  # the two WARNs, each with the return-code chain its process printed
+    assert error["count"] == 2 and [ev["line"] for ev in error["related"]] == [14, 19]
+
+
+def _evidence_rows(text: str) -> list[tuple[str, str, int, str]]:
+    """(field, file, line, text) of each row of the Evidence table."""
+    block = text.split("\nEvidence\n", 1)[1].split("\n\n", 1)[0]
+    rows = []
+    for row in block.splitlines():
+        parts = row.split(None, 2)
+        if len(parts) == 3 and ":" in parts[1] and parts[1].rsplit(":", 1)[1].isdigit():
+            where, line = parts[1].rsplit(":", 1)
+            rows.append((parts[0], where, int(line), parts[2]))
+    return rows
+
+
+def test_evidence_table_lists_each_line_once_in_file_and_line_order():
+    from topodoc.parsers.nccl_log import analyze
+    from topodoc.report.logs import render
+
+    for log in sorted(FIXTURES.glob("*.log")):
+        if log.with_suffix(".json").exists():
+            rows = _evidence_rows(render(analyze([str(log)])))
+            for field in {r[0] for r in rows}:
+                places = [(r[1], r[2]) for r in rows if r[0] == field]
+                assert places == sorted(set(places)), (log.name, field)
+            texts = [(r[1], r[2]) for r in rows if r[3] != "(line shown above)"]
+            assert len(texts) == len(set(texts)), log.name
+
+
+def test_evidence_table_of_a_partial_log_is_sorted():
+    rows = _evidence_rows(_topodoc(str(FIXTURES / "ib_loc_prot_err4_vendor81.log")).stdout.decode())
+    assert [r[2] for r in rows if r[0] == "transport"] == [4, 10, 11]
+    above = "(line shown above)"
+    assert [(r[2], r[3]) for r in rows if r[0] == "gdr"] == [(10, above), (11, above)]

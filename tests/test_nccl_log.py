@@ -12,6 +12,7 @@ from topodoc.parsers import nccl_log_scan
 from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze, analyze_text
 from topodoc.parsers.nccl_log_errors import classify
 
+LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 TWO_NODE_IB = """\
 nodeA:100:100 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>
 nodeA:100:100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
@@ -296,6 +297,66 @@ def test_utf16_logs_are_read_like_utf8(tmp_path):
         (tmp_path / name).write_bytes(data)
         got = to_data(analyze([str(tmp_path / name)]).summary)
         assert got["transport"] == expected["transport"] == "IB", name
-        assert got["errors"] == [dict(e, file=str(tmp_path / name)) for e in expected["errors"]], name
+        assert got["errors"] == [_renamed(e, str(tmp_path / name)) for e in expected["errors"]], name
     (tmp_path / "bom.log.gz").write_bytes(gzip.compress(variants["bom.log"]))
     assert analyze([str(tmp_path / "bom.log.gz")]).summary.transport == "IB"
+
+
+def _renamed(error: dict, name: str) -> dict:
+    return dict(error, file=name, related=[dict(ev, file=name) for ev in error["related"]])
+
+
+def test_a_partial_log_of_two_machines_gives_a_lower_bound_not_a_count():
+    s = analyze([str(LOGS / "ib_loc_prot_err4_vendor81.log")]).summary
+    assert (s.nnodes, s.nnodes_min, s.nranks) == (None, 2, 16)  # 2 of 16 ranks logged: the total is unknown
+    bound = s.evidence["nnodes_min"]
+    assert sorted(ev.line for ev in bound) == [1, 6] and all("Bootstrap : Using ib0:10.101.15." in ev.text
+                                                            for ev in bound)
+    assert "nnodes" not in s.evidence
+
+
+PARTIAL = """\
+nodeA:100:100 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>
+nodeA:100:150 [0] NCCL INFO comm 0x1 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 1a000 commId 0x9 - Init START
+nodeA:100:155 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA
+"""
+
+
+def test_network_connections_prove_a_second_node_unless_p2p_and_shm_are_off():
+    s = analyze_text(PARTIAL).summary
+    assert (s.nnodes, s.nnodes_min) == (None, 2)
+    assert [ev.line for ev in s.evidence["nnodes_min"]] == [3]
+    off = ("nodeA:100:100 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.\n"
+           "nodeA:100:100 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1.\n")
+    s = analyze_text(off + PARTIAL).summary  # NCCL may then use the network inside one node
+    assert (s.nnodes, s.nnodes_min) == (None, 1)
+    assert [ev.line for ev in s.evidence["nnodes_min"]] == [3]  # the one machine's bootstrap line
+
+
+def test_a_known_node_count_is_its_own_lower_bound():
+    s = analyze_text(TWO_NODE_IB).summary
+    assert (s.nnodes, s.nnodes_min) == (2, 2) and "nnodes_min" not in s.evidence
+
+
+def test_each_summary_field_lists_a_line_once():
+    s = analyze([str(LOGS / "efa_devices_hidden_in_container_2_27.log")]).summary
+    for lines in s.evidence.values():
+        assert len({(ev.file, ev.line) for ev in lines}) == len(lines)
+    assert len(s.evidence["nnodes"]) == 1  # nNodes and nranks/localRanks come from the same Init line
+
+
+def test_a_return_code_chain_is_evidence_of_the_warn_of_its_process():
+    first = TWO_NODE_IB.count("\n") + 1
+    text = TWO_NODE_IB + (
+        "nodeB:200:250 [0] NCCL INFO misc/socket.cc:504 -> 2 (Operation now in progress)\n"
+        "nodeB:200:250 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.1<4000> "
+        "failed : Connection refused\n"
+        "nodeB:200:250 [0] NCCL INFO bootstrap.cc:270 -> 2\n"
+        "nodeB:200:250 [0] NCCL INFO init.cc:1350 -> 2\n"
+        "nodeA:100:150 [0] NCCL INFO proxy.cc:9 -> 2\n"  # nodeA printed no WARN: a chain alone
+    )
+    errors = analyze_text(text).summary.errors
+    assert [(e.category, e.host, e.line) for e in errors] == [
+        ("socket_error", "nodeB", first + 1), ("system_error", "nodeA", first + 4)]
+    assert [ev.line for ev in errors[0].related] == [first, first + 2]  # the chain before and after it
+    assert errors[1].related == ()

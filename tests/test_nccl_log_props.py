@@ -32,12 +32,22 @@ def _assert_supported(analysis, data: bytes) -> None:
     if analysis is None:
         return
     transport = analysis.summary.transport
-    if transport in (None, "none"):
-        return
-    witnesses = TRANSPORT_WITNESS.get(transport, (transport.split("/")[-1].encode(),))
-    assert any(w in data for w in witnesses), transport
+    if transport not in (None, "none"):
+        witnesses = TRANSPORT_WITNESS.get(transport, (transport.split("/")[-1].encode(),))
+        assert any(w in data for w in witnesses), transport
     for error in analysis.errors:
         assert error.line >= 1
+        assert all(" -> " in ev.text for ev in error.related)  # only return-code chains are attached
+    _assert_node_bound_and_distinct_evidence(analysis.summary)
+
+
+def _assert_node_bound_and_distinct_evidence(summary) -> None:
+    if summary.nnodes is not None:
+        assert summary.nnodes_min == summary.nnodes
+    elif summary.nnodes_min is not None:
+        assert summary.nnodes_min >= 1 and summary.evidence["nnodes_min"]
+    for lines in summary.evidence.values():
+        assert len({(ev.file, ev.line) for ev in lines}) == len(lines)
 
 
 @SETTINGS

@@ -27,7 +27,8 @@ def test_flush_after_local_protection_error_is_folded_into_it_with_the_acs_fix()
     path = LOGS / "ib_local_protection_acs.log"
     (finding,) = findings("nccl-ib-completion-error", path)
     assert "LOC_PROT_ERR (4)" in finding.message and "a consequence of this error" in finding.message
-    assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:14"]
+    # the WARN, the flushed request it caused, then the return-code chain NCCL printed with the WARN
+    assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:14", f"{path}:12"]
     assert "ACS" in finding.fix and "nvidia_peermem" in finding.fix
 
 
@@ -107,3 +108,31 @@ def test_cli_diagnose_explains_a_link_local_bootstrap_failure():
     assert done.returncode == 1, done.stderr
     assert "link-local" in done.stdout and "NCCL_SOCKET_IFNAME" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "lines"),
+    [("pytorch_watchdog_timeout_torchrun.log", [25, 28]), ("pytorch_last_error_reset_by_peer.log", [4, 7])],
+)
+def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, lines):
+    path = LOGS / name
+    (finding,) = findings("nccl-remote-error", path)
+    assert [e.where for e in finding.evidence] == [f"{path}:{n}" for n in lines]
+    # the reason PyTorch gave (a socket the peer closed or reset) explains the finding
+    assert "A TCP socket between ranks failed" in finding.message
+    assert "one failure, not two" in finding.message
+
+
+def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
+    path = LOGS / "bootstrap_connect_abort_ipv6_linklocal.log"
+    (finding,) = findings("nccl-remote-error", path)
+    assert finding.subject == "gpu-k07:12251"
+    assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:25", f"{path}:12"]
+    assert finding.message.startswith("A rank could not connect to a peer's IPv6 link-local address")
+
+
+def test_a_last_error_far_from_the_error_line_stays_its_own_finding(tmp_path):
+    lines = (LOGS / "pytorch_last_error_reset_by_peer.log").read_text().splitlines()
+    log = tmp_path / "apart.log"
+    log.write_text("\n".join(lines[:5] + [f"step {n} loss 2.0" for n in range(6)] + lines[5:]) + "\n")
+    assert len(findings("nccl-remote-error", log)) == 2

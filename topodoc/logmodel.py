@@ -23,6 +23,7 @@ ERROR_CATEGORIES = (
     "invalid_usage", "internal_error", "remote_error", "version_mismatch", "plugin_error", "affinity",
     "p2p_disabled", "other",
 )
+RELATED_LIMIT = 4  # lines kept in LogError.related
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class LogError:
     ``ERROR``, ``INFO``) or ``derived`` for a finding computed across lines (version mismatch).
     ``count`` is how many lines said the same thing (same category, same message once numbers are
     masked); an INFO line a process repeats verbatim counts once. ``line``/``text`` are the first.
+    ``related`` holds other lines of the same failure: the return-code chain (``file.cc:123 -> 6``) each
+    process printed with this WARN, before or after it (at most :data:`RELATED_LIMIT`, first first).
     """
 
     category: str
@@ -53,6 +56,7 @@ class LogError:
     host: str | None = None
     pid: int | None = None
     count: int = 1
+    related: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,9 @@ class LogSummary:
     cuda_driver_version: int | None = None  # 12040 == 12.4
     nranks: int | None = None
     nnodes: int | None = None
+    # a lower bound the log proves (distinct machines seen) when only some ranks are logged; equals
+    # ``nnodes`` when that is known; its lines are evidence["nnodes_min"] when ``nnodes`` is None
+    nnodes_min: int | None = None
     local_ranks: int | None = None
     hosts: tuple[str, ...] = ()
     hcas: tuple[str, ...] = ()  # "mlx5_0:1/IB"

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+# how the explanation of PyTorch's "Last error:" line (NCCL's last WARN, repeated) starts
+LAST_ERROR_NOTE = "PyTorch printed NCCL's last warning (ncclGetLastError) as the reason for the failure: "
+
 # verbs ibv_wc_status, in enum order (REFERENCE.md §1.14)
 WC_STATUS = (
     "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",

@@ -45,11 +45,14 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     """Add what one NCCL record proves to ``state``."""
     proc = (rec.host, rec.pid)
     state.procs[proc] += 1
+    if rec.host not in state.host_lines:
+        state.host_lines[rec.host] = ev
     if rec.launcher_ip and rec.host:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
-        state.warned.add(proc)
-        _error(state, rec, ev, rec.msg)
+        key = _error(state, rec, ev, rec.msg)
+        if rec.level == "WARN":
+            state.note_warn(proc, key)
         if rec.level == "ERROR":
             return
     msg = rec.msg
@@ -72,11 +75,11 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         _error(state, rec, ev, msg)
 
 
-def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> None:
+def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> tuple:
     found = errors.classify(msg)
     category, explanation = found or ("other", "NCCL printed a warning; read it with the lines around it.")
     key = re.sub(r"\d+", "N", msg)[:160] + explanation[:80]  # the explanation keeps IB statuses apart
-    state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
+    return state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
 
 
 def _version(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -229,7 +232,7 @@ def _env(state: LogState, rec: Record, ev: Evidence) -> None:
 def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _CHAIN.match(rec.msg)
     if found:
-        state.chains.setdefault((rec.host, rec.pid), (int(found[1]), ev))
+        state.note_chain((rec.host, rec.pid), int(found[1]), ev)
 
 
 def _connection(state: LogState, rec: Record, ev: Evidence) -> None:

@@ -45,7 +45,6 @@ _APP_ERROR = re.compile(
 _LAST_ERROR = "Last error:"
 _FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code
 _INTERPRETATION = re.compile(r"^\s*nccl\w*Error: ")
-_LAST_ERROR_NOTE = "PyTorch printed NCCL's last warning (ncclGetLastError) as the reason for the failure: "
 _CONTINUATIONS = ("via", "NET/", "P2P/", "SHM", "COLLNET/", "[send]", "[receive]", "direct", "/")
 _PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()]+):\d+:\d+ \[\d+\] ")
 _INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[\w+\])? ->(?!.* via \S)")
@@ -248,7 +247,7 @@ class Scanner:
         self.last_error_at = 0
         category, explanation = errors.classify(reason) or ("other", "read it with the lines around it.")
         key = "last:" + re.sub(r"\d+", "N", reason)[:160]
-        self.state.note_error(category, "ERROR", ev, _LAST_ERROR_NOTE + explanation, (None, None), key)
+        self.state.note_error(category, "ERROR", ev, errors.LAST_ERROR_NOTE + explanation, (None, None), key)
 
 
 class _LineCounter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from topodoc.logmodel import Evidence, NetDevice
+from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 65536
 Proc = tuple  # (host or None, pid or None)
@@ -23,6 +23,7 @@ class ErrorEntry:
     explanation: str
     proc: Proc
     count: int = 1
+    related: list[Evidence] = field(default_factory=list)  # return-code chains of this WARN
 
 
 @dataclass
@@ -57,11 +58,13 @@ class LogState:
     test_ranks: dict[int, tuple[str, int, Evidence]] = field(default_factory=dict)  # nccl-tests rank
     env: dict[tuple[str, str], Evidence] = field(default_factory=dict)
     errors: dict[tuple, ErrorEntry] = field(default_factory=dict)
-    chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)  # last "-> N" per process
-    warned: set = field(default_factory=set)  # processes that printed a WARN
+    # the first "-> N" of a process that has printed no WARN yet; a later WARN of it takes the line
+    chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)
+    last_warn: dict[Proc, list] = field(default_factory=dict)  # process -> [error key, chain after it seen]
     # (prefix "host:pid:tid [dev]", text after "Channel NN/N : ") -> [lines, first evidence]
     conn_raw: dict[tuple[bytes, bytes], list] = field(default_factory=dict)
     procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
+    host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
@@ -78,12 +81,35 @@ class LogState:
         return False
 
     def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
-                   key: str) -> None:
+                   key: str) -> tuple:
         found = self.errors.get((category, key))
         if found is None:
             self.errors[(category, key)] = ErrorEntry(category, level, ev, explanation, proc)
         else:
             found.count += 1
+        return (category, key)
+
+    def note_warn(self, proc: Proc, key: tuple) -> None:
+        """A WARN of ``proc`` (its error under ``key``): it owns the process's chain seen before it."""
+        waiting = self.chains.pop(proc, None)
+        self.last_warn[proc] = [key, False]
+        if waiting is not None:
+            self._relate(key, waiting[1])
+
+    def note_chain(self, proc: Proc, code: int, ev: Evidence) -> None:
+        """A return-code chain line: the first after a WARN belongs to that WARN; with no WARN yet, the
+        process's first chain waits for the next WARN (and is judged alone if none comes)."""
+        warn = self.last_warn.get(proc)
+        if warn is None:
+            self.chains.setdefault(proc, (code, ev))
+        elif not warn[1]:
+            warn[1] = True
+            self._relate(warn[0], ev)
+
+    def _relate(self, key: tuple, ev: Evidence) -> None:
+        entry = self.errors.get(key)
+        if entry is not None and len(entry.related) < RELATED_LIMIT:
+            entry.related.append(ev)
 
     def note_address(self, host: str | None, ip: str, ev: Evidence) -> None:
         if ip and not ip.startswith("127."):

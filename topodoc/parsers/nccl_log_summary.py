@@ -4,7 +4,11 @@ The judgement calls, each backed by lines: the transport comes from the network 
 (``via NET/<name>``), refined by the devices (IB vs RoCE link layer, the libfabric provider); with no
 connection lines, from ``Using network`` unless the job is single-node, where the answer is ``none``.
 Nodes are counted from every source (host names, distinct bootstrap addresses per name, ``nNodes``,
-nranks / localRanks), so two machines both called ``ubuntu`` count as two.
+nranks / localRanks), so two machines both called ``ubuntu`` count as two. When the log shows only some
+ranks of a bigger communicator the total stays unknown (``nnodes`` None) and ``nnodes_min`` is the lower
+bound it proves: the machines seen, at least 2 when ranks connect over the network. A return-code chain
+(``file.cc:123 -> 2``) goes with the WARN of its process as ``LogError.related``; only a process that
+printed no WARN has its chain judged alone.
 """
 
 from __future__ import annotations
@@ -40,26 +44,29 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     ranks = _ranks(state)
     hosts = _hosts(state, conns, ranks)
     nnodes, nodes_ev = _nnodes(state, hosts, ranks, conns)
+    env = env_settings(state)
+    nodes_min, min_ev = (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, ranks, conns, env)
     transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes, nodes_ev)
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
-    env = env_settings(state)
     conn_nets = {c.transport[4:] for c in conns if c.transport.startswith("NET/")}
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
     errs = _errors(state, versions, env, plugins, chosen)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
     driver = max(state.cuda_driver, default=None)
-    evidence = {"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev}
+    evidence = {"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev,
+                "nnodes_min": min_ev}
     evidence.update(_more_evidence(state, conns, ranks, plugin, driver))
     summary = LogSummary(
         transport=transport, net_plugin=plugin, libfabric_provider=provider, gdr=gdr, gdr_mode=gdr_mode,
         nccl_version=version, nccl_versions=versions, cuda_driver_version=driver,
         nranks=max((r.nranks for r in ranks), default=None) or _test_nranks(state), nnodes=nnodes,
+        nnodes_min=nodes_min,
         local_ranks=max((r.local_ranks or 0 for r in ranks), default=0) or None,
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
         errors=errs, env={e.name: e.value for e in env},
-        evidence=_drop_empty(evidence),
+        evidence=_distinct(evidence),
         notes=_notes(state),
     )
     return LogAnalysis(
@@ -75,8 +82,13 @@ def _notes(state: LogState) -> tuple[str, ...]:
             f"{state.ranks_dropped} later Init lines were counted but not tabulated",)
 
 
-def _drop_empty(values: dict[str, tuple[Evidence, ...]]) -> dict[str, tuple[Evidence, ...]]:
-    return {k: v for k, v in values.items() if v}
+def _distinct(values: dict[str, tuple[Evidence, ...]]) -> dict[str, tuple[Evidence, ...]]:
+    """Each field's lines once per (file, line), in their order of weight; fields without lines left out."""
+    out = {}
+    for name, lines in values.items():
+        if lines:
+            out[name] = tuple({(ev.file, ev.line): ev for ev in lines}.values())
+    return out
 
 
 def _more_evidence(state: LogState, conns, ranks, plugin: str | None, driver: int | None) -> dict:
@@ -204,15 +216,44 @@ def _nnodes(state: LogState, hosts, ranks, conns) -> tuple[int | None, tuple[Evi
     return best, evidence
 
 
-def _host_evidence(state: LogState, hosts) -> list[Evidence]:
+def _nnodes_min(state: LogState, hosts, ranks, conns, env) -> tuple[int | None, tuple[Evidence, ...]]:
+    """A lower bound when the total is unknown: the machines the log shows (host names, several
+    bootstrap addresses under one name), and at least 2 when ranks connect over the network."""
+    seen = sum(h.machines for h in hosts)
+    net = _net_lines(conns, env)
+    if net and seen < 2:
+        return 2, net
+    if not seen:
+        return None, ()
+    return seen, tuple(_host_evidence(state, hosts, ranks, conns))
+
+
+def _net_lines(conns, env: tuple[EnvSetting, ...]) -> tuple[Evidence, ...]:
+    """Network connection lines: proof of a second node, unless P2P and SHM are both switched off
+    (NCCL may then use the network inside one node)."""
+    if {"P2P", "SHM"} <= {s.disables for s in env}:
+        return ()
+    return tuple(c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence)[:2]
+
+
+def _host_evidence(state: LogState, hosts, ranks=(), conns=()) -> list[Evidence]:
+    """Lines of each machine: its bootstrap addresses, else one line that names the host."""
     out = []
     for host in hosts:
         boot = [d.evidence for d in state.devices.values() if d.host == host.name and d.role == "bootstrap"]
-        if boot and boot[0] is not None:
-            out.extend(ev for ev in boot if ev is not None)
-        else:
-            out.extend(ev for (h, _p), (_v, ev) in state.versions.items() if h == host.name)
+        boot = [ev for ev in boot if ev is not None]
+        out.extend(boot or _host_line(state, host.name, ranks, conns)[:1])
     return out[:16]
+
+
+def _host_line(state: LogState, name: str, ranks, conns) -> list[Evidence]:
+    """The host's version line, else the first line of it that says anything."""
+    found = [ev for (h, _p), (_v, ev) in state.versions.items() if h == name]
+    found += list(state.addresses.get(name, {}).values())[:1]
+    found += [r.evidence for r in ranks if r.host == name and r.evidence][:1]
+    found += [c.evidence for c in conns if c.host == name and c.evidence][:1]
+    found += [ev for host, _pid, ev in state.test_ranks.values() if host == name][:1]
+    return found + ([state.host_lines[name]] if name in state.host_lines else [])
 
 
 def _test_nranks(state: LogState) -> int | None:
@@ -236,11 +277,11 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
             chosen: set[str]) -> tuple[LogError, ...]:
     out = [
         LogError(e.category, e.level, e.evidence.file, e.evidence.line, e.evidence.text, e.explanation,
-                 e.proc[0], e.proc[1], e.count)
+                 e.proc[0], e.proc[1], e.count, tuple(sorted(e.related, key=lambda ev: (ev.file, ev.line))))
         for e in state.errors.values()
     ]
-    for proc, (code, ev) in state.chains.items():
-        found = errors.return_code_error(code) if proc not in state.warned else None
+    for proc, (code, ev) in state.chains.items():  # chains of processes that printed no WARN
+        found = errors.return_code_error(code)
         if found:
             out.append(LogError(found[0], "INFO", ev.file, ev.line, ev.text, found[1], proc[0], proc[1]))
     if len(versions) > 1:

@@ -43,7 +43,7 @@ def render(analysis: LogAnalysis) -> str:
 
 def verdict(s: LogSummary) -> str:
     """``2 nodes × 8 GPUs, NCCL 2.21.5, InfiniBand with GPUDirect RDMA on mlx5_0..7; 3 warnings``."""
-    shape = "node count unknown" if s.nnodes is None else f"{s.nnodes} node{'s' if s.nnodes != 1 else ''}"
+    shape = _nodes(s)
     if s.local_ranks:
         shape += f" × {s.local_ranks} GPU{'s' if s.local_ranks != 1 else ''}"
     elif s.nranks:
@@ -59,6 +59,15 @@ def verdict(s: LogSummary) -> str:
             net += f" on {_hca_range(s.hcas)}"
     count = len(s.errors)
     return f"{shape}, {version}, {net}; {count} warning{'s' if count != 1 else ''}"
+
+
+def _nodes(s: LogSummary) -> str:
+    """``2 nodes``, ``at least 2 nodes`` (only some ranks logged), or ``node count unknown``."""
+    if s.nnodes is not None:
+        return f"{s.nnodes} node{'s' if s.nnodes != 1 else ''}"
+    if s.nnodes_min and s.nnodes_min > 1:
+        return f"at least {s.nnodes_min} nodes"
+    return "node count unknown"
 
 
 def _hca_range(hcas: tuple[str, ...]) -> str:
@@ -96,14 +105,23 @@ def _hosts(analysis: LogAnalysis) -> list[str]:
 
 def _evidence(analysis: LogAnalysis) -> list[str]:
     s = analysis.summary
-    out = ["Evidence"]
+    out, shown = ["Evidence"], set()
     for name, lines in s.evidence.items():
-        out += [f"  {name:<13} {_where(ev)}  {ev.text[:120]}" for ev in lines[:3]]
+        for ev in _first_lines(lines, 3):
+            text = "(line shown above)" if (ev.file, ev.line) in shown else ev.text[:120]
+            shown.add((ev.file, ev.line))
+            out.append(f"  {name:<13} {_where(ev)}  {text}")
     extra = [f"net plugin {s.net_plugin}"] if s.net_plugin else []
     extra += [f"libfabric provider {s.libfabric_provider}"] if s.libfabric_provider else []
     extra += [f"intra-node {', '.join(s.intra_node)}"] if s.intra_node else []
     extra += [f"CUDA driver {s.cuda_driver_version}"] if s.cuda_driver_version else []
     return out + ([f"  {'; '.join(extra)}"] if extra else []) + [""]
+
+
+def _first_lines(lines: tuple[Evidence, ...], most: int) -> list[Evidence]:
+    """The ``most`` weightiest lines of a field, each (file, line) once, in file and line order."""
+    distinct = {(ev.file, ev.line): ev for ev in lines}
+    return sorted(list(distinct.values())[:most], key=lambda ev: (ev.file, ev.line))
 
 
 def _plugins(analysis: LogAnalysis) -> list[str]:
@@ -152,5 +170,6 @@ def _errors(analysis: LogAnalysis) -> list[str]:
     for e in analysis.errors:
         times = f" (x{e.count})" if e.count > 1 else ""
         out.append(f"  [{e.category}] {e.file}:{e.line}{times}  {e.text[:160]}")
+        out += [f"      + {_where(ev)}  {ev.text[:140]}" for ev in e.related]
         out.append(f"      {e.explanation}")
     return out

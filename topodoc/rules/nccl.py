@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
-from topodoc.parsers.nccl_log_errors import completion_status
+from topodoc.parsers.nccl_log_errors import LAST_ERROR_NOTE, completion_status
 from topodoc.rules.common import kept_lines, log_line, log_rule
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity
 
@@ -19,34 +19,81 @@ def _errors(logs: LogAnalysis, categories: Iterable[str]) -> list[LogError]:
     return [err for err in logs.errors if err.category in wanted]
 
 
+def _error_hits(
+    logs: LogAnalysis, categories: Iterable[str], severity: Severity | None = None
+) -> Iterator[Hit]:
+    """One hit per process and explanation: the same error repeated by one process is one finding, and
+    PyTorch's ``Last error:`` is folded into the error it follows up."""
+    for (subject, explanation), items in _grouped(_folded(_errors(logs, categories))).items():
+        yield _group_hit(subject, explanation, items, severity=severity)
+
+
+Item = tuple[LogError, tuple[LogError, ...]]  # an error and the follow-up lines folded into it
+FOLLOW_UP_LINES = 5  # PyTorch's wrapper line, its interpretation, "Last error:", then the reason
+
+
+def _folded(errors: list[LogError]) -> list[Item]:
+    """Each error with the ``Last error:`` lines that follow it up: the NCCL WARN whose text PyTorch
+    repeats, else PyTorch's own error line just above. A follow-up with neither stays an error."""
+    leads = [err for err in errors if not err.explanation.startswith(LAST_ERROR_NOTE)]
+    follow: dict[int, list[LogError]] = {}
+    for err in errors:
+        lead = _lead(leads, err) if err.explanation.startswith(LAST_ERROR_NOTE) else None
+        if lead is not None:
+            follow.setdefault(id(lead), []).append(err)
+    folded = {id(err) for errs in follow.values() for err in errs}
+    return [(err, tuple(follow.get(id(err), ()))) for err in errors if id(err) not in folded]
+
+
+def _lead(leads: list[LogError], last: LogError) -> LogError | None:
+    repeated = [err for err in leads if _repeats(last, err)]
+    wrappers = [err for err in leads if err.level == "ERROR" and err.host is None and err.file == last.file
+                and 0 < last.line - err.line <= FOLLOW_UP_LINES]
+    return (repeated or wrappers or [None])[-1]
+
+
+def _repeats(last: LogError, err: LogError) -> bool:
+    """``last`` (a ``Last error:`` reason) is the text of the NCCL WARN ``err``."""
+    reason = last.text.strip()
+    return err.level == "WARN" and len(reason) >= 20 and err.text.rstrip().endswith(reason)
+
+
+def _root_explanation(item: Item) -> str:
+    """A WARN that PyTorch repeated explains itself; PyTorch's wrapper is explained by the reason it gave."""
+    err, follow = item
+    return err.explanation if not follow or _repeats(follow[0], err) else follow[0].explanation
+
+
+def _follow_up_note(item: Item) -> str:
+    if _repeats(item[1][0], item[0]):
+        return " PyTorch repeated this WARN as its 'Last error:' when the job failed: one failure, not two."
+    return " PyTorch's error line and the 'Last error:' it gives as the reason are one failure, not two."
+
+
 def _subject(err: LogError) -> str:
     if err.host and err.pid:
         return f"{err.host}:{err.pid}"
     return err.host or "log"
 
 
-def _error_hits(
-    logs: LogAnalysis, categories: Iterable[str], severity: Severity | None = None
-) -> Iterator[Hit]:
-    """One hit per process and explanation: the same error repeated by one process is one finding."""
-    for (subject, explanation), errs in _grouped(_errors(logs, categories)).items():
-        yield _group_hit(subject, explanation, errs, severity=severity)
-
-
-def _grouped(errors: Iterable[LogError]) -> dict[tuple[str, str], list[LogError]]:
-    groups: dict[tuple[str, str], list[LogError]] = {}
-    for err in errors:
-        groups.setdefault((_subject(err), err.explanation), []).append(err)
+def _grouped(items: Iterable[Item]) -> dict[tuple[str, str], list[Item]]:
+    groups: dict[tuple[str, str], list[Item]] = {}
+    for item in items:
+        groups.setdefault((_subject(item[0]), _root_explanation(item)), []).append(item)
     return groups
 
 
 def _group_hit(
-    subject: str, explanation: str, errs: list[LogError], severity: Severity | None = None,
+    subject: str, explanation: str, items: list[Item], severity: Severity | None = None,
     fix: str | None = None, note: str = "", extra: tuple[Evidence, ...] = (),
 ) -> Hit:
-    count = sum(err.count for err in errs)
+    count = sum(err.count for err, _follow in items)
     times = f" ({count} times)" if count > 1 else ""
-    evidence = tuple(log_line(err) for err in errs[:3]) + extra
+    follow = [line for _err, lines in items for line in lines]
+    if follow:
+        note += _follow_up_note(items[0])
+    evidence = tuple(log_line(err) for err, _follow in items[:3]) + tuple(log_line(f) for f in follow[:2])
+    evidence += extra + tuple(log_line(ev) for ev in items[0][0].related[:2])  # then its return-code chain
     return Hit(subject, explanation + times + note, evidence, fix=fix, severity=severity)
 
 
@@ -93,10 +140,11 @@ def nccl_socket_fallback(logs: LogAnalysis) -> Iterator[Hit]:
             "on RDMA",
             evidence=chosen + tuple(signals[:3]),
         )
-    elif (logs.summary.nnodes or 1) > 1:
+    elif (logs.summary.nnodes or logs.summary.nnodes_min or 1) > 1:
+        nodes = logs.summary.nnodes or f"at least {logs.summary.nnodes_min}"
         yield Hit(
             subject="job",
-            message=f"{logs.summary.nnodes} nodes talk over NET/Socket (TCP through the kernel, a few GB/s "
+            message=f"{nodes} nodes talk over NET/Socket (TCP through the kernel, a few GB/s "
             "at best); the log shows no RDMA device, so this is right only for an Ethernet-only cluster",
             evidence=chosen,
             fix="if the nodes have RDMA NICs, run `topodoc diagnose --from live --log FILE` on one of them "
@@ -259,19 +307,19 @@ COMPLETION_FIXES = {
 def nccl_ib_completion_error(logs: LogAnalysis) -> Iterator[Hit]:
     """Each distinct completion error with the fix its status calls for. WR_FLUSH_ERR (5) after another
     completion error is its consequence: it is folded into the first finding instead of a second one."""
-    errs = _errors(logs, ("ib_completion_error",))
-    causes = [err for err in errs if completion_status(err.text) != 5]
-    flushed = [err for err in errs if completion_status(err.text) == 5]
+    items = _folded(_errors(logs, ("ib_completion_error",)))
+    causes = [item for item in items if completion_status(item[0].text) != 5]
+    flushed = [item for item in items if completion_status(item[0].text) == 5]
     if not causes:
         causes, flushed = flushed, []
     for number, ((subject, explanation), group) in enumerate(_grouped(causes).items()):
-        status = completion_status(group[0].text)
+        status = completion_status(group[0][0].text)
         note, extra = _gid_note(logs, status), ()
         if number == 0 and flushed:
-            flushes = sum(err.count for err in flushed)
+            flushes = sum(err.count for err, _follow in flushed)
             note += f" Then {flushes} work request(s) were flushed (WR_FLUSH_ERR, 5): the queue pair had " \
                 "failed, a consequence of this error, not a second fault."
-            extra = (log_line(flushed[0]),)
+            extra = (log_line(flushed[0][0]),)
         fix = COMPLETION_FIXES.get(status)
         yield _group_hit(subject, explanation, group, fix=fix, note=note, extra=extra)
 
