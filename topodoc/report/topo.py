@@ -32,7 +32,7 @@ def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = Fal
         text.print(f"[bold yellow]warning:[/bold yellow] {warning}")
     wide.print(table)
     for line in reading_lines(reading):
-        text.print(line)
+        text.print(line, soft_wrap=not color)  # piped or saved: one reading per line, grep-able
     return buffer.getvalue()
 
 
