@@ -116,6 +116,13 @@ class Gpu:
     mig_mode: bool | None = None
     fabric: GpuFabric | None = None
     lost: bool = False  # NVML said GPU_IS_LOST for this index
+    # Grace (GH200/GB200): NVLink-C2C links to the CPU that are up (0 = none, None = unknown) and their
+    # total bandwidth per direction as NCCL computes it (per-link max bandwidth x links / 1000, GB/s)
+    c2c_links: int | None = None
+    c2c_bandwidth_gbps: float | None = None
+    # the GPU memory's own NUMA node on coherent systems (nvmlDeviceGetNumaNodeId, "GPU NUMA ID" in
+    # nvidia-smi topo -m); distinct from ``numa_node``, the CPU node nearest the GPU
+    gpu_numa_id: int | None = None
 
 
 @dataclass(frozen=True)

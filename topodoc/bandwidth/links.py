@@ -115,6 +115,18 @@ def nvswitch(sm: int | None, links_per_gpu: int) -> LinkRate:
                     "REFERENCE.md §6.3 (NVSwitch gives each GPU its full NVLink bandwidth to any peer)")
 
 
+# --- NVLink-C2C (Grace GH200/GB200; REFERENCE.md §3.3, §4; NCCL ncclTopoAddC2c) ---------------------------
+C2C_SOURCE = ("REFERENCE.md §3.3/§4 (NCCL ncclTopoAddC2c: NVML C2C per-link max bandwidth (MB/s) x links up"
+              " / 1000 GB/s; e.g. GB10 <c2c bw=43125 count=8> -> C2C[345.0], NVIDIA/nccl#2202)")
+
+
+def c2c(links: int | None, gbps: float | None) -> LinkRate:
+    """A Grace GPU's NVLink-C2C link to its CPU, as NVML reports it and NCCL prices it: the driver's
+    figure is both the line rate and NCCL's model (NCCL applies no efficiency factor to it)."""
+    label = f"NVLink-C2C ({links} links)" if links else "NVLink-C2C"
+    return LinkRate("c2c", label, gbps, gbps, C2C_SOURCE)
+
+
 # --- CPU interconnect (REFERENCE.md §6.6; NCCL topo.h, §3.3) ------------------------------------------
 CPU_SOURCE = "REFERENCE.md §6.6 / §3.3 (NCCL's modelled inter-socket bandwidth, not a vendor peak)"
 # Xeon Scalable digit after the tier digit: 1 Skylake, 2 Cascade Lake, 3 Ice Lake, 4 Sapphire Rapids,

@@ -16,7 +16,7 @@ from itertools import permutations
 
 from topodoc import model
 from topodoc.bandwidth import links as rates
-from topodoc.topology.types import NVLINK, PCIE, SMP, Connection, Link, Topology
+from topodoc.topology.types import C2C, NVLINK, PCIE, SMP, Connection, Link, Topology
 
 RDMA_KINDS = ("ib", "roce", "efa")
 NVLS_H100_8GPU_GBPS = 480.0  # NVLink SHARP all_reduce busbw on 8x H100 (sjeaugey, NVIDIA/nccl-tests#212)
@@ -91,6 +91,8 @@ def link_rate(link: Link, snapshot: model.Snapshot, sm: int | None, switched: bo
         return rates.nvswitch(sm, count) if switched else rates.nvlink(sm, count)
     if link.kind == SMP:
         return rates.cpu_interconnect(snapshot.host.cpu_vendor, snapshot.host.cpu_model)
+    if link.kind == C2C:
+        return rates.c2c(link.c2c_links, link.bandwidth_gbps)
     return rates.LinkRate(link.kind, link.kind, link.bandwidth_gbps, link.bandwidth_gbps)
 
 
@@ -112,6 +114,8 @@ def pair_bandwidth(conn: Connection, snapshot: model.Snapshot, sm: int | None) -
 def _relay(conn: Connection) -> str:
     """NCCL's relayed paths say so: the figure is for the route through the relay GPU, not the PCIe
     class nvidia-smi prints (``SYS``), which would otherwise read as a contradiction."""
+    if conn.nccl == "P2C":
+        return " (NCCL: P2C, over NVLink-C2C to the CPU)"
     return f" (NCCL: {conn.nccl} via {conn.via})" if conn.via and conn.nccl in ("PXN", "NVB") else ""
 
 

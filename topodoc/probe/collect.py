@@ -55,7 +55,8 @@ def collect(host: Host, source: str = "live") -> model.Snapshot:
 
 
 def _pci_numa(gpu: model.Gpu, pci: dict[str, model.PciDevice]) -> model.Gpu:
-    """Older drivers lack nvmlDeviceGetNumaNodeId: fall back to the GPU function's sysfs numa_node."""
+    """The GPU's CPU-side NUMA node is its PCI function's sysfs numa_node (NVML's NumaNodeId is the GPU
+    memory's own node on coherent systems: `Gpu.gpu_numa_id`)."""
     device = pci.get(gpu.pci_address or "")
     if gpu.numa_node is None and device and device.numa_node is not None and device.numa_node >= 0:
         return dataclasses.replace(gpu, numa_node=device.numa_node)

@@ -9,12 +9,14 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
   ``nvmlDeviceGetUUID(i)``, ``nvmlDeviceGetSerial(i)``, ``nvmlDeviceGetPciInfo(i)`` -> dict with
   ``busId``, ``nvmlDeviceGetCurrPcieLinkGeneration(i)``, ``nvmlDeviceGetMaxPcieLinkGeneration(i)``,
   ``nvmlDeviceGetGpuMaxPcieLinkGeneration(i)``, ``nvmlDeviceGetCurrPcieLinkWidth(i)``,
-  ``nvmlDeviceGetMaxPcieLinkWidth(i)``, ``nvmlDeviceGetNumaNodeId(i)``,
-  ``nvmlDeviceGetCpuAffinity(i, 16)`` -> 16 64-bit mask words, ``nvmlDeviceGetCudaComputeCapability(i)``
-  -> [major, minor], ``nvmlDeviceGetMemoryInfo(i)`` -> dict with ``total``,
+  ``nvmlDeviceGetMaxPcieLinkWidth(i)``, ``nvmlDeviceGetCpuAffinity(i, 16)`` -> 16 64-bit mask words,
+  ``nvmlDeviceGetCudaComputeCapability(i)`` -> [major, minor],
+  ``nvmlDeviceGetMemoryInfo(i)`` -> dict with ``total``,
   ``nvmlDeviceGetPersistenceMode(i)`` -> 0/1, ``nvmlDeviceGetMigMode(i)`` -> [current, pending],
   ``nvmlDeviceGetGpuFabricInfoV(i)`` -> dict (``clusterUuid`` 16 bytes as a list or a string,
   ``status``, ``cliqueId``, ``state``, ``healthMask``)
+- the Grace calls of :mod:`topodoc.probe.nvml_grace`: ``nvmlDeviceGetNumaNodeId(i)`` (the GPU NUMA ID,
+  not the nearest CPU node: ``numa_node`` is left to sysfs) and the C2C field values
 - ``nvmlDeviceGetFieldValues(i, [91])`` (``NVML_FI_DEV_NVLINK_LINK_COUNT``) -> ``[{"fieldId": 91,
   "nvmlReturn": 0, "value": 18, ...}]``: the number of links to ask about. When it does not answer
   (older driver, per-field error, or a tape recorded before it was asked), every link up to
@@ -29,18 +31,23 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
   ``nvmlDeviceGetTopologyCommonAncestor(a, b)`` -> 0/10/20/30/40/50
 - ``nvmlShutdown()``
 
-NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils the others.
+NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils the others. The Grace
+values are quieter: NotSupported there means "none" (a PCIe GPU), and any other miss is one gap per
+value for the whole machine, so an older driver or tape does not add a gap per GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 from topodoc import pciaddr
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
+from topodoc.probe import nvml_grace
 from topodoc.probe.host import NotRecorded, NvmlError
 from topodoc.probe.reading import format_cpulist
 
@@ -77,6 +84,7 @@ class Query:
 
     nvml: object
     gaps: list[Gap]
+    misses: list[nvml_grace.Miss] = dc_field(default_factory=list)  # quiet Grace misses, folded per machine
 
     def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
         try:
@@ -101,6 +109,7 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     alive = [g.index for g in gpus if not g.lost]
     pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
     _squash_pair_gaps(gaps)
+    gaps.extend(machine_gaps(query.misses))
     with contextlib.suppress(NvmlError):  # a failed shutdown changes nothing we report
         nvml.call("nvmlShutdown")
     return driver, gpus, pairs
@@ -149,6 +158,8 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
     memory = q("memory size", "nvmlDeviceGetMemoryInfo") or {}
     mig = q("MIG mode", "nvmlDeviceGetMigMode")
     persistence = q("persistence mode", "nvmlDeviceGetPersistenceMode")
+    call = functools.partial(_raw_call, query)
+    c2c_links, c2c_gbps = nvml_grace.c2c(call, i, query.misses)
     return Gpu(
         index=i,
         name=q("name", "nvmlDeviceGetName"),
@@ -160,7 +171,6 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         pcie_gpu_max_gen=q("GPU max PCIe generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
         pcie_width=q("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth"),
         pcie_max_width=q("max PCIe width", "nvmlDeviceGetMaxPcieLinkWidth"),
-        numa_node=q("NUMA node", "nvmlDeviceGetNumaNodeId"),
         cpu_affinity=mask_to_cpulist(q("CPU affinity", "nvmlDeviceGetCpuAffinity", AFFINITY_WORDS)),
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
         memory_total_bytes=memory.get("total"),
@@ -168,7 +178,31 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         persistence_mode=None if persistence is None else bool(persistence),
         mig_mode=None if mig is None else bool(mig[0]),
         fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
+        c2c_links=c2c_links,
+        c2c_bandwidth_gbps=c2c_gbps,
+        gpu_numa_id=nvml_grace.gpu_numa_id(call, i, query.misses),
     )
+
+
+def _raw_call(query: Query, fn: str, *args):
+    """One NVML call, errors raised as they come; GpuIsLost still aborts the GPU."""
+    try:
+        return query.nvml.call(fn, *args)
+    except NvmlError as err:
+        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
+            raise GpuLost() from err
+        raise
+
+
+def machine_gaps(misses: list[nvml_grace.Miss]) -> list[Gap]:
+    """One Gap per (value, reason) for the whole machine: "C2C links of 8 GPUs" ("... of GPU 3" alone)."""
+    groups: dict[tuple, list[int]] = {}
+    for m in misses:
+        detail = "not in the recording" if isinstance(m.error, NotRecorded) else m.error.name
+        groups.setdefault((m.what, gap_reason(m.error), m.source, detail), []).append(m.gpu)
+    return [Gap(f"{what} of {len(gpus)} GPUs" if len(gpus) > 1 else f"{what} of GPU {gpus[0]}", reason,
+                source, detail)
+            for (what, reason, source, detail), gpus in groups.items()]
 
 
 def mask_to_cpulist(words: list[int] | None) -> str | None:

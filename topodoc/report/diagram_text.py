@@ -32,6 +32,8 @@ def link_text(link: Link | None) -> str:
         text = f"PCIe Gen{link.gen or '?'} x{link.width or '?'} {link.a} - {link.b}"
         if link.degraded:
             text += f" (trained below max Gen{link.max_gen or '?'} x{link.max_width or '?'})"
+    elif link.kind == "c2c":
+        text = f"NVLink-C2C x{link.c2c_links or '?'} {link.a} - {link.b}"
     else:
         text = f"CPU interconnect {link.a} - {link.b}"
     bw = f", {link.bandwidth_gbps:g} GB/s per direction" if link.bandwidth_gbps is not None else ""

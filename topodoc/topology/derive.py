@@ -5,7 +5,8 @@ through NVSwitch the links each GPU has into the switches). NCCL's path type: NV
 NVSwitch, NVB when an intermediate GPU bridges two NVLink bonds and the PCIe path is longer, else
 the PCIe level (PIX/PXB/PHB/SYS); GPU -> NIC becomes PXN when NCCL would relay through the GPU
 nearest that NIC over NVLink (``ncclTopoComputePaths``: the relay reaches the NIC at PXB or better
-and either has more bandwidth to it or spares us the CPU).
+and either has more bandwidth to it or spares us the CPU), and P2C when a Grace GPU reaches the NIC's
+CPU over NVLink-C2C (:mod:`topodoc.topology.c2c`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 
 from topodoc import model, pciaddr
-from topodoc.topology import graph, nvlink, pcitree, rates, shape
+from topodoc.topology import c2c, graph, nvlink, pcitree, rates, shape
 from topodoc.topology.types import (
     GPU,
     NCCL_PATHS,
@@ -70,12 +71,14 @@ def _gpu_end(snapshot: model.Snapshot, gpu: model.Gpu, links: nvlink.GpuLinks) -
     clique = None
     if fabric and fabric.state == "completed" and fabric.cluster_uuid:
         clique = f"{fabric.cluster_uuid}/{fabric.clique_id}"
-    return GpuEnd(
+    end = GpuEnd(
         name=f"GPU{gpu.index}", index=gpu.index, model=gpu.name, pci_address=address, numa_node=numa,
         cpu_affinity=gpu.cpu_affinity or (dev.local_cpulist if dev else None),
         nvlinks_active=links.active, nvlinks_down=links.down, nvswitch_links=links.switch_links,
-        clique=clique,
+        clique=clique, gpu_numa_id=gpu.gpu_numa_id, c2c_links=gpu.c2c_links or 0,
+        c2c_gbps=gpu.c2c_bandwidth_gbps,
     )
+    return replace(end, cpu_path=c2c.cpu_path(end))
 
 
 def _natural(name: str) -> list:
@@ -137,7 +140,8 @@ def _pci_conn(ctx: _Ctx, a_name: str, a_addr: str | None, b_name: str, b_addr: s
 
 
 def _gpu_nic(ctx: _Ctx, gpu: GpuEnd, nic: NicEnd) -> Connection:
-    return _pci_conn(ctx, gpu.name, gpu.pci_address, nic.name, nic.pci_address)
+    conn = _pci_conn(ctx, gpu.name, gpu.pci_address, nic.name, nic.pci_address)
+    return c2c.apply_p2c(conn, gpu, ctx.gpu_hops[gpu.index], ctx.builder.numa_hop(gpu.numa_node))
 
 
 def _nic_pair(ctx: _Ctx, a: NicEnd, b: NicEnd) -> Connection:

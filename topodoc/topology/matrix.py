@@ -2,8 +2,9 @@
 
 :func:`to_matrix` gives a :class:`topodoc.model.ConnectionMatrix` in the shape ``topodoc topo --json``
 prints: GPU0.. and NIC0.. with a NIC legend of device names, CPU affinity from the GPU's local CPUs,
-NUMA affinity and ``GPU NUMA ID``; like the parser, a value nvidia-smi prints as ``N/A`` is ``None``
-(NUMA affinity when firmware gave no node; GPU NUMA ID, which only Grace/coherent systems fill).
+NUMA affinity and ``GPU NUMA ID`` (``Gpu.gpu_numa_id``, from nvmlDeviceGetNumaNodeId); like the parser,
+a value nvidia-smi prints as ``N/A`` is ``None`` (NUMA affinity when firmware gave no node; GPU NUMA ID,
+which only Grace/coherent systems fill).
 nvidia-smi's NIC legend lists Mellanox/NVIDIA RDMA devices only; ``all_nics=True`` adds EFA, gVNIC
 and the rest.
 
@@ -33,7 +34,8 @@ def to_matrix(topology: Topology, *, all_nics: bool = False) -> model.Connection
         links[row] = {col: "X" if col == row else links[row].get(col, "N/A") for col in names}
     gpus = tuple(
         model.MatrixGpu(g.name, g.cpu_affinity or None,
-                        str(g.numa_node) if g.numa_node is not None and g.numa_node >= 0 else None, None)
+                        str(g.numa_node) if g.numa_node is not None and g.numa_node >= 0 else None,
+                        str(g.gpu_numa_id) if g.gpu_numa_id is not None else None)
         for g in topology.gpus
     )
     return model.ConnectionMatrix(kind="topo", gpus=gpus,

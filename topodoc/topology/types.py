@@ -9,8 +9,8 @@ Vocabulary:
 * an *endpoint* is a GPU (``GPU0``) or a NIC (``NIC0``), named the way ``nvidia-smi topo -m`` names it;
 * a :class:`Hop` is one node on a route: a device, a switch port, a root port, a host bridge, a NUMA
   node (socket), an NVSwitch; ids are PCI addresses, ``pci0000:00``, ``numa0``, ``GPU3``, ``nvswitch``;
-* a :class:`Link` joins two consecutive hops: a PCIe link (gen, width), NVLinks (count), or the CPU
-  interconnect (``smp``);
+* a :class:`Link` joins two consecutive hops: a PCIe link (gen, width), NVLinks (count), NVLink-C2C
+  between a Grace-coupled GPU and its CPU (``c2c``), or the CPU interconnect (``smp``);
 * a :class:`Route` is the hops and links between two endpoints, with its bottleneck link;
 * a :class:`Connection` is everything derived about one endpoint pair: the nvidia-smi class, NCCL's
   path type, the PCIe route, the route traffic takes, and its bottleneck.
@@ -31,7 +31,7 @@ ROOT_PORT, UPSTREAM, DOWNSTREAM, BRIDGE = "root_port", "switch_upstream", "switc
 HOST_BRIDGE, NUMA = "host_bridge", "numa"
 
 # Link kinds
-PCIE, NVLINK, SMP = "pcie", "nvlink", "smp"
+PCIE, NVLINK, SMP, C2C = "pcie", "nvlink", "smp", "c2c"
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Hop:
 class Link:
     """One link between two hops. Bandwidths are theoretical, per direction, in GB/s."""
 
-    kind: str  # "pcie", "nvlink" or "smp"
+    kind: str  # "pcie", "nvlink", "c2c" or "smp"
     a: str  # hop id, upstream side for PCIe
     b: str
     gen: int | None = None  # PCIe generation now trained
@@ -54,8 +54,9 @@ class Link:
     max_width: int | None = None
     nvlinks: int | None = None  # NVLink count in this bond
     nvlink_version: int | None = None  # NVML enum (5 == NVLink 3.1)
-    bandwidth_gbps: float | None = None  # at the trained speed (all NVLinks of the bond together)
+    bandwidth_gbps: float | None = None  # at the trained speed (all NVLinks / C2C links together)
     max_bandwidth_gbps: float | None = None  # at the maximum speed both ends support
+    c2c_links: int | None = None  # NVLink-C2C links up in this GPU-CPU link
 
     @property
     def degraded(self) -> bool:
@@ -81,7 +82,7 @@ class Connection:
     smi: str  # nvidia-smi class as it prints it: "NV12", "PIX", "PXB", "PHB", "NODE", "SYS"
     pci_level: str | None  # the PCIe class alone (PIX..SYS); None when a device has no PCI address
     nvlinks: int = 0  # NVLinks bonded between the two (through NVSwitch: links per GPU)
-    nccl: str = "SYS"  # NCCL path type: NVL, NVB, PIX, PXB, PXN, PHB, SYS
+    nccl: str = "SYS"  # NCCL path type: NVL, NVB, PIX, PXB, P2C, PXN, PHB, SYS
     via: str | None = None  # intermediate GPU for NVB and PXN
     pcie: Route | None = None  # the PCIe route, whatever NCCL picks
     route: Route = Route()  # the route traffic takes per NCCL's path type
@@ -100,6 +101,10 @@ class GpuEnd:
     nvlinks_down: int = 0
     nvswitch_links: int = 0  # active links whose far end is an NVSwitch
     clique: str | None = None  # "<cluster uuid>/<clique id>" on NVLink fabric systems
+    gpu_numa_id: int | None = None  # the GPU memory's own NUMA node (Grace); nvidia-smi's "GPU NUMA ID"
+    c2c_links: int = 0  # NVLink-C2C links up to the local CPU (Grace)
+    c2c_gbps: float | None = None  # their bandwidth per direction as NCCL computes it
+    cpu_path: str | None = None  # NCCL's path type to the local CPU: "C2C" over NVLink-C2C, else "PHB"
 
 
 @dataclass(frozen=True)
