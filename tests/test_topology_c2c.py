@@ -104,3 +104,12 @@ def test_a_c2c_bottleneck_is_named_as_such():
 
     text = link_text(Link(kind="c2c", a="GPU0", b="numa0", c2c_links=5, bandwidth_gbps=225.0))
     assert text == "NVLink-C2C x5 GPU0 - numa0, 225 GB/s per direction"
+
+
+def test_the_diagram_draws_each_gpus_c2c_link_to_its_cpu():
+    from topodoc.probe.source import load_snapshot
+    from topodoc.report.diagram import render_dot
+    from topodoc.topology import derive
+
+    dot = render_dot(derive(load_snapshot("example:gb200-nvl72-tray")).graph)
+    assert dot.count("NVLink-C2C x5") == 4  # four GB200 GPUs, each coupled to its Grace

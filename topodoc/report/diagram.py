@@ -35,6 +35,7 @@ def _dot_node(node: Node, indent: str) -> str:
 
 def _dot_edge(edge: Edge) -> str:
     style = {"nvlink": 'color="#1e8449", penwidth=2.5, fontcolor="#1e8449"',
+             "c2c": 'color="#7d3c98", penwidth=2.5, fontcolor="#7d3c98"',
              "smp": "style=dashed, penwidth=2", "internal": "style=dotted, arrowhead=none"}.get(edge.kind, "")
     if edge.kind == "nvlink" and NVSWITCH not in (edge.a, edge.b):
         style += ", constraint=false"  # keep bonded GPUs side by side
@@ -84,7 +85,7 @@ def render_mermaid(graph: Graph, title: str = "") -> str:
     lines += [f'  {_mermaid_id(n.id)}{{{{"{_mermaid_text(n.label)}"}}}}' if n.kind == "nvswitch"
               else f'  {_mermaid_id(n.id)}["{_mermaid_text(n.label)}"]'
               for n in graph.nodes if n.kind != "numa" and n.parent not in grouped]
-    arrows = {"nvlink": "===", "smp": "-.-", "internal": "-.-"}
+    arrows = {"nvlink": "===", "c2c": "===", "smp": "-.-", "internal": "-.-"}
     red = []
     for i, edge in enumerate(graph.edges):
         arrow = arrows.get(edge.kind, "---")

@@ -11,6 +11,7 @@ from topodoc import model
 from topodoc.topology import nvlink, pcitree
 from topodoc.topology.types import (
     BRIDGE,
+    C2C,
     DOWNSTREAM,
     NVLINK,
     NVSWITCH,
@@ -104,6 +105,8 @@ def build(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...], nics: tuple[NicEnd
         _place(b, nic.pci_address, node)
     numas = sorted(n for n in b.nodes if b.nodes[n].kind == "numa")
     b.edges += [Edge(x, y, SMP, "CPU interconnect") for x, y in zip(numas, numas[1:], strict=False)]
+    b.edges += [Edge(g.name, b.numa(g.pci_address), C2C, f"NVLink-C2C x{g.c2c_links}") for g in gpus
+                if g.c2c_links]  # Grace: the GPU's coherent link to its own CPU
     _add_nvlink(b, links, gpus, pairs)
     return Graph(tuple(b.nodes.values()), tuple(b.edges))
 
