@@ -179,3 +179,9 @@ def test_plugin_failure_log_names_the_fallback():
     rules = {f.rule: f for f in evaluate(Facts(logs=analysis), RULES).findings}
     assert set(rules) == {"nccl-net-plugin-failed", "nccl-socket-fallback"}
     assert rules["nccl-socket-fallback"].severity is Severity.ERROR
+
+
+def test_a_machine_without_gpus_says_so_instead_of_a_bare_no_findings():
+
+    result = run_cli("diagnose", "--from", "example:vm-1s-virtio-nogpu")
+    assert "(no NVIDIA GPU found: the GPU, NVLink and GPU-NIC rules had nothing to check)" in result.stdout

@@ -112,6 +112,9 @@ def _compare(path: str, snapshot, topology):
 
 def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:
     inputs = {"hardware": snapshot.source if snapshot else None, "log": None, "nccl-tests": nccl_tests}
+    if snapshot is not None and not snapshot.gpus:
+        # "no findings" must not read as "healthy GPUs" on a machine whose GPUs were never seen
+        inputs["hardware"] += " (no NVIDIA GPU found: the GPU, NVLink and GPU-NIC rules had nothing to check)"
     if analysis is not None:
         s = analysis.summary
         facts = [
