@@ -182,6 +182,5 @@ def test_plugin_failure_log_names_the_fallback():
 
 
 def test_a_machine_without_gpus_says_so_instead_of_a_bare_no_findings():
-
     result = run_cli("diagnose", "--from", "example:vm-1s-virtio-nogpu")
     assert "(no NVIDIA GPU found: the GPU, NVLink and GPU-NIC rules had nothing to check)" in result.stdout
