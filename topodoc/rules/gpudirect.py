@@ -160,6 +160,11 @@ def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
     yield (_acs_in_vm if snapshot.host.virtualized else _acs_on_bare_metal)(enabled, evidence)
 
 
+def acs_off_commands(bridges: list[str]) -> str:
+    """The runtime fix for ACS redirect: clear the ACS control word of each bridge (bare metal only)."""
+    return " ; ".join(f"sudo setpci -s {addr} ECAP_ACS+0x6.w=0000" for addr in bridges)
+
+
 def acs_redirect_bridges(snapshot: Snapshot) -> list[str]:
     """Bridges on a GPU-GPU or GPU-NIC P2P path whose ACS control redirects P2P to the root complex."""
     on_path = sorted(_on_path_bridges(snapshot))
@@ -184,9 +189,7 @@ def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hi
         "GPUDirect RDMA traffic is forced up to the root complex (much slower, or failing with IB local "
         "protection errors)",
         evidence=evidence,
-        fix="sudo setpci -s "
-        + " ; sudo setpci -s ".join(f"{addr} ECAP_ACS+0x6.w=0000" for addr in enabled[:4])
-        + " (or disable ACS in the BIOS)",
+        fix=acs_off_commands(enabled[:4]) + " (or disable ACS in the BIOS)",
     )
 
 

@@ -15,7 +15,7 @@ from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
 from topodoc.parsers.nccl_log_errors import completion_status
 from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit
-from topodoc.rules.gpudirect import acs_redirect_bridges, acs_text
+from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text
 from topodoc.rules.machine import (
     RailPair,
     gpu_name,
@@ -236,7 +236,7 @@ def _protection_causes(snapshot: Snapshot) -> list[tuple[str, tuple[Evidence, ..
         evidence = tuple(
             sysfs_evidence(a, "config ACS ctrl", acs_text(snapshot.pci[a].acs_ctrl or 0)) for a in bridges[:2]
         )
-        setpci = " ; ".join(f"sudo setpci -s {a} ECAP_ACS+0x6.w=0000" for a in bridges)
+        setpci = acs_off_commands(bridges)
         causes.append((f"ACS P2P redirect on {', '.join(bridges)} sends the NIC's GPU-memory requests up "
                        "to the root complex, which refuses them", evidence, setpci))
     kernel = snapshot.kernel
