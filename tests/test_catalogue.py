@@ -26,7 +26,7 @@ REQUIRED_FAMILIES = {
     "gdr-disabled", "rendezvous", "connect", "ib-qp-rtr", "roce-gid", "collective-mismatch",
     "mixed-nccl-builds", "cuda-ipc", "cumem-unsupported", "cuda-driver-mismatch", "cuda-init-fork", "oom",
     "device-busy", "ib-async-event", "memory-registration", "nccl-too-old-for-gpu", "consumer-gpu-p2p",
-    "efa-libfabric", "slingshot-vni", "pytorch-desync", "benign",
+    "efa-libfabric", "slingshot-vni", "mnnvl-imex", "pytorch-desync", "benign",
 }
 KEBAB = regex.compile(r"[a-z0-9]++(?:-[a-z0-9]++)*+")
 VERSIONS = regex.compile(r"(?:[<>]=?)?\d++\.\d++(?:\.\d++)?(?:-\d++\.\d++(?:\.\d++)?)?")
