@@ -81,6 +81,16 @@ def test_literals_are_the_records_literals():
     assert list(catalogue.literals()) == sorted(catalogue.literals())
 
 
+@pytest.mark.parametrize(("sig", "index", "example"), EXAMPLES, ids=EXAMPLE_IDS)
+def test_prefilter_finds_every_example(sig, index, example):
+    assert catalogue.prefilter().search(example.line)
+
+
+def test_prefilter_skips_ordinary_lines():
+    assert not catalogue.prefilter().search("a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM")
+    assert not catalogue.prefilter().search("node-a:1:2 [0] NCCL INFO Using network IB")
+
+
 def test_by_id_and_frozen():
     sig = catalogue.by_id("fabric-manager-not-ready-802")
     assert sig.family == "fabric-manager" and not sig.benign

@@ -8,7 +8,8 @@ the line is benign, and at least one real example line with the public thread it
 names and addresses rewritten). Adding a signature is adding one record: :func:`literals` (what the log
 scanner's prefilter looks for) and :func:`match` are computed from the records.
 
-Public API: :func:`signatures`, :func:`literals`, :func:`match`, :func:`by_id`, :data:`MAX_LINE`.
+Public API: :func:`signatures`, :func:`literals`, :func:`prefilter`, :func:`match`, :func:`by_id`,
+:data:`MAX_LINE`.
 """
 
 from __future__ import annotations
@@ -94,6 +95,14 @@ def literals() -> tuple[str, ...]:
     """The distinct prefilter literals (case-sensitive substrings); a line holding none of them matches
     no signature, so the scanner can skip it without running a regex."""
     return tuple(sorted({sig.literal for sig in signatures()}))
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> regex.Pattern:
+    """One compiled alternation of every literal (longest first): a line it does not find in can match no
+    signature. For scanners that test whole blocks of text before splitting them into lines."""
+    alternation = "|".join(regex.escape(lit) for lit in sorted(literals(), key=len, reverse=True))
+    return regex.compile(alternation)
 
 
 def by_id(sig_id: str) -> Signature:
