@@ -1,4 +1,4 @@
-"""``topodoc examples [--json]``: list the bundled host recordings (``topodoc.examples``) with the
+"""``topodoc examples [--json]``: list the bundled host recordings (``topodoc._examples``) with the
 one-line reason each exists, so anyone can try topodoc without a GPU server via
 ``--from example:<name>``."""
 
