@@ -25,13 +25,16 @@ Tape formats (``nvml.json``, ``commands.json`` in a recording)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
 import json
 import os
+import selectors
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,15 +239,32 @@ class CommandResult:
     returncode: int | None = None
     timed_out: bool = False
     missing: bool = False
+    truncated: bool = False  # output went past the runner's cap; the command was stopped there
+
+
+MAX_OUTPUT = 4 << 20  # bytes kept per stream: nvidia-smi topo -m prints a few kB
+EXIT_GRACE_S = 1.0  # how long pipes may stay open after the command exits (a descendant holds them)
+REAP_S = 2.0  # how long to wait for a killed process to be reaped (D state never is)
 
 
 class LiveRunner:
-    """Runs commands on this machine: no shell, its own process group, killed at the timeout."""
+    """Runs commands on this machine: no shell, its own process group, and a deadline that holds.
+
+    Both pipes are read through a selector until they close or the deadline passes, never with an
+    unbounded wait: at the timeout the process group is killed and the runner stops waiting for pipes
+    a descendant (outside the group, or stuck) keeps open; a stream longer than ``max_output`` bytes is
+    cut there, the group killed and ``truncated`` set; when the command exits but a descendant keeps
+    the pipes open, reading stops :data:`EXIT_GRACE_S` later. A process that cannot be reaped (D state
+    on a GPU that fell off the bus) is left behind with ``returncode`` None.
+    """
+
+    def __init__(self, max_output: int = MAX_OUTPUT) -> None:
+        self.max_output = max_output
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         try:
             proc = subprocess.Popen(
-                argv,
+                list(argv),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
@@ -255,22 +275,80 @@ class LiveRunner:
         except OSError as err:
             return CommandResult(list(argv), stderr=f"{argv[0]}: {err.strerror}", returncode=126)
         try:
-            out, err = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            timed_out = True
+            streams, ended = _drain(proc, time.monotonic() + timeout, self.max_output)
+        finally:
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+            _kill_group(proc)  # what is left of the command's group (a descendant holding the pipes)
+        returncode = _reap(proc)
+        if ended != "exit":
+            returncode = None
+        out, err = (_text(bytes(buf)) for buf in streams)
+        if ended == "overflow":
+            err += f"\n[topodoc: output cut at {self.max_output} bytes; the command was stopped]"
         return CommandResult(
-            list(argv), _text(out), _text(err), None if timed_out else proc.returncode, timed_out
+            list(argv), out, err, returncode, ended == "timeout", truncated=ended == "overflow"
         )
+
+
+def _drain(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[list[bytearray], str]:
+    """Read both pipes until they close, the deadline, or a stream passes ``cap`` bytes; returns the
+    bytes and why reading ended: ``exit``, ``timeout`` or ``overflow``."""
+    buffers = [bytearray(), bytearray()]
+    with selectors.DefaultSelector() as selector:
+        for index, pipe in enumerate((proc.stdout, proc.stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe, selectors.EVENT_READ, index)
+        exited_at = None
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now >= min(exited_at + EXIT_GRACE_S, deadline):
+                return buffers, "exit"  # the command is done; a descendant holds the pipes
+            if now >= deadline:
+                return buffers, "timeout"
+            wait = min(deadline, exited_at + EXIT_GRACE_S if exited_at else now + 0.2) - now
+            for key, _ in selector.select(max(wait, 0.0)):
+                chunk = _read_some(key.fileobj, cap - len(buffers[key.data]) + 1)
+                if chunk == b"":
+                    selector.unregister(key.fileobj)
+                elif chunk is not None:
+                    buffers[key.data] += chunk
+                    if len(buffers[key.data]) > cap:
+                        del buffers[key.data][cap:]
+                        return buffers, "overflow"
+    if proc.poll() is None:  # pipes closed, process still running: wait for it within the deadline
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            return buffers, "timeout"
+    return buffers, "exit"
+
+
+def _read_some(pipe, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes (64 KiB at most); ``b""`` at end of file, None when nothing is there yet."""
+    try:
+        return os.read(pipe.fileno(), min(max(limit, 1), 1 << 16))
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _reap(proc: subprocess.Popen) -> int | None:
+    try:
+        return proc.wait(timeout=REAP_S)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        proc.kill()
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def _text(data: bytes | None) -> str:
@@ -294,14 +372,46 @@ class LiveNvml:
         return self._adapter.call(fn, *args)
 
 
+class TapeError(ValueError):
+    """A tape (``nvml.json``, ``commands.json``) whose shape or types are not what the recorder writes."""
+
+
+def _entries(tape: dict, key: str, name: str) -> list[dict]:
+    entries = tape.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise TapeError(f"{name}: {key!r} must be a list of objects")
+    return entries
+
+
+def _typed(entry: dict, field: str, types: tuple, where: str, default=None):
+    value = entry.get(field, default)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+        raise TapeError(f"{where}: {field!r} must be {names}, got {_kind(value)}")
+    return value
+
+
+def _kind(value) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 class TapeNvml:
-    """Replays a tape: each call answers the recorded value or raises the recorded error code."""
+    """Replays a tape: each call answers the recorded value or raises the recorded error code.
+
+    The tape's shape (``fn`` a string, ``args`` a list, ``code`` an int) is checked when it is loaded
+    (:class:`TapeError`); values are returned as recorded, and the collectors turn a value of the
+    wrong type into a Gap."""
 
     def __init__(self, tape: dict) -> None:
         self.answers: dict[str, tuple[int, object]] = {}
-        for entry in tape.get("calls", []):
-            key = call_key(entry["fn"], entry.get("args", []))
-            self.answers.setdefault(key, (int(entry.get("code", 0)), entry.get("value")))
+        for n, entry in enumerate(_entries(tape, "calls", "nvml.json")):
+            where = f"nvml.json call {n}"
+            fn = _typed(entry, "fn", (str,), where)
+            args = _typed(entry, "args", (list,), where, [])
+            code = _typed(entry, "code", (int,), where, 0)
+            if not -(1 << 31) <= code < 1 << 32:
+                raise TapeError(f"{where}: 'code' {str(code)[:20]} is not an NVML return code")
+            self.answers.setdefault(call_key(fn, args), (code, entry.get("value")))
 
     def call(self, fn: str, *args):
         key = call_key(fn, args)
@@ -338,23 +448,31 @@ class RecordingNvml:
 
 
 class TapeRunner:
-    """Replays recorded commands; an unrecorded command answers as missing with a note in stderr."""
+    """Replays recorded commands; an unrecorded command answers as missing with a note in stderr.
+    Each entry's types are checked when the tape is loaded (:class:`TapeError`)."""
 
     def __init__(self, tape: dict) -> None:
-        self.answers = {json.dumps(c["argv"]): c for c in tape.get("commands", [])}
+        self.answers: dict[str, CommandResult] = {}
+        for n, entry in enumerate(_entries(tape, "commands", "commands.json")):
+            where = f"commands.json command {n}"
+            argv = _typed(entry, "argv", (list,), where)
+            if not all(isinstance(a, str) for a in argv):
+                raise TapeError(f"{where}: 'argv' must be a list of strings")
+            self.answers[json.dumps(argv)] = CommandResult(
+                list(argv),
+                _typed(entry, "stdout", (str,), where, ""),
+                _typed(entry, "stderr", (str,), where, ""),
+                _typed(entry, "returncode", (int, type(None)), where),
+                _typed(entry, "timed_out", (bool,), where, False),
+                _typed(entry, "missing", (bool,), where, False),
+                _typed(entry, "truncated", (bool,), where, False),
+            )
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         entry = self.answers.get(json.dumps(list(argv)))
         if entry is None:
             return CommandResult(list(argv), stderr="not recorded", missing=True)
-        return CommandResult(
-            list(argv),
-            entry.get("stdout", ""),
-            entry.get("stderr", ""),
-            entry.get("returncode"),
-            bool(entry.get("timed_out")),
-            bool(entry.get("missing")),
-        )
+        return entry
 
 
 class RecordingRunner:
@@ -364,7 +482,10 @@ class RecordingRunner:
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         result = self.inner.run(argv, timeout)
-        self.tape["commands"].append(dataclasses.asdict(result))
+        entry = dataclasses.asdict(result)
+        if not result.truncated:
+            del entry["truncated"]  # only written when set: older tapes and readers stay the same
+        self.tape["commands"].append(entry)
         return result
 
 

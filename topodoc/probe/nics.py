@@ -22,7 +22,7 @@ from __future__ import annotations
 from topodoc.model import Gid, NetInterface, Nic, NicPort
 from topodoc.probe.host import FsError
 from topodoc.probe.pci import BDF, DEVICES
-from topodoc.probe.reading import Reader, dec_int, first_float, hex_int
+from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none
 
 IB, NET, CXI = "/sys/class/infiniband", "/sys/class/net", "/sys/class/cxi"
 VENDOR_AMAZON, VENDOR_GOOGLE = 0x1D0F, 0x1AE0
@@ -95,9 +95,8 @@ def _identity(reader: Reader, base: str, name: str) -> tuple[str | None, int | N
 def _rdma(reader: Reader, name: str) -> Nic:
     base = f"{IB}/{name}"
     pci, vendor, device, driver = _identity(reader, base, name)
-    ports = tuple(
-        _port(reader, name, p) for p in reader.listdir(f"{base}/ports", f"ports of {name}") if p.isdigit()
-    )
+    numbers = (int_or_none(p) for p in reader.listdir(f"{base}/ports", f"ports of {name}"))
+    ports = tuple(_port(reader, name, p) for p in numbers if p is not None and p >= 0)
     netdevs = tuple(reader.listdir(f"{base}/device/net", f"netdevs of {name}", optional=True)) if pci else ()
     return Nic(
         name,
@@ -123,12 +122,12 @@ def rdma_kind(vendor: int | None, ports: tuple[NicPort, ...]) -> str:
     return "roce" if "Ethernet" in layers else "unknown"
 
 
-def _port(reader: Reader, dev: str, port: str) -> NicPort:
+def _port(reader: Reader, dev: str, port: int) -> NicPort:
     base = f"{IB}/{dev}/ports/{port}"
     label = f"{dev} port {port}"
     rate = reader.text(f"{base}/rate", f"rate of {label}", optional=True)
     return NicPort(
-        int(port),
+        port,
         _after_colon(reader.text(f"{base}/state", f"state of {label}")),
         _after_colon(reader.text(f"{base}/phys_state", f"phys_state of {label}", optional=True)),
         _rate_gbps(rate),
@@ -153,7 +152,7 @@ def _rate_gbps(text: str | None) -> float | None:
 def _gids(reader: Reader, base: str) -> tuple[Gid, ...]:
     gids = []
     names = reader.listdir(f"{base}/gids", "GIDs", optional=True)
-    for index in sorted(int(n) for n in names if n.isdigit()):
+    for index in sorted(i for i in map(int_or_none, names) if i is not None and i >= 0):
         try:
             value = reader.fs.read_text(f"{base}/gids/{index}").strip()
         except FsError:  # unused GID slots may refuse reads; they hold nothing

@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 
 from topodoc import pciaddr
+from topodoc.cpuset import CpuSet
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
 from topodoc.probe import nvml_grace
 from topodoc.probe.host import NotRecorded, NvmlError
-from topodoc.probe.reading import format_cpulist
 
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 13.615
 NVLINK_LINK_COUNT_FIELD = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
@@ -144,8 +144,8 @@ def _gpu(query: Query, i: int) -> Gpu:
     except GpuLost:
         query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", "GpuIsLost: the GPU fell off the bus"))
         return Gpu(index=i, lost=True)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {err}"))
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError) as err:
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {str(err)[:200]}"))
         return Gpu(index=i)
 
 
@@ -209,8 +209,9 @@ def mask_to_cpulist(words: list[int] | None) -> str | None:
     """NVML's 64-bit affinity words (word k covers CPUs 64k..64k+63) -> ``"0-31,64-95"``."""
     if words is None:
         return None
-    cpus = [64 * k + bit for k, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1]
-    return format_cpulist(cpus) or None
+    if not isinstance(words, list):
+        raise TypeError(f"affinity mask is {type(words).__name__}, not a list of words")
+    return CpuSet.from_mask_words(words).format() or None
 
 
 def _nvlinks(query: Query, i: int) -> tuple[NvLink, ...]:

@@ -25,7 +25,7 @@ import re
 from topodoc.model import GapReason, PciDevice, PciLink
 from topodoc.probe import pcicfg
 from topodoc.probe.host import FsError
-from topodoc.probe.reading import Reader, dec_int, first_float, hex_int
+from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none, parse_int
 
 DEVICES = "/sys/bus/pci/devices"
 BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -139,9 +139,10 @@ def aer_total(text: str) -> int:
     for line in text.splitlines():
         key, _, value = line.strip().partition(" ")
         if key.startswith("TOTAL_ERR"):
-            return int(value)
+            return parse_int(value)
     raise ValueError("no TOTAL_ERR line")
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    value = int_or_none(text)
+    return value if value is not None and value >= 0 else None

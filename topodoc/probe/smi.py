@@ -27,9 +27,12 @@ def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
     if result.timed_out:
         gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"no answer within {TIMEOUT_S:g} s (killed)"))
         return None
+    if result.truncated:
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", "output without end: cut and stopped at the cap"))
+        return None
     if result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()[:1]
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {' '.join(detail)}"))
+        detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:1])[:200]
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {detail}"))
         return None
     return _parse(result.stdout, gaps)
 
