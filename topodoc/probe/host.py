@@ -41,6 +41,7 @@ from pathlib import Path
 from topodoc.model import GapReason
 
 MAX_LINK_HOPS = 40
+MAX_READ = 8 << 20  # bytes one read may return: /proc/cpuinfo is ~1.4 kB per CPU, 5.6 MB at 4096 CPUs
 
 
 class FsError(Exception):
@@ -91,12 +92,18 @@ class RootFs:
 
     # -- public reads -------------------------------------------------------------------------
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The file's first ``limit`` bytes; without a limit the whole file, refused (an ERROR
+        FsError) when it is longer than :data:`MAX_READ`, so no file can make a read unbounded."""
         real = self._open_path(path)
+        cap = MAX_READ + 1 if limit is None else max(0, min(limit, MAX_READ))
         try:
             with open(self.host_path(real), "rb") as handle:
-                return handle.read() if limit is None else handle.read(limit)
+                data = handle.read(cap)
         except OSError as err:
             raise self._error(path, err) from err
+        if limit is None and len(data) > MAX_READ:
+            raise FsError(_normalize(path), GapReason.ERROR, f"longer than {MAX_READ} bytes: not read")
+        return data
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8", errors="replace")

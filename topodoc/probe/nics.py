@@ -35,7 +35,7 @@ def collect_net(reader: Reader) -> tuple[NetInterface, ...]:
 
 def _interface(reader: Reader, name: str) -> NetInterface:
     base = f"{NET}/{name}"
-    real = reader.fs.realpath(base)
+    real = reader.realpath(base, f"sysfs path of {name}") or ""
     pci = pci_address_of(reader, f"{base}/device")
     speed = (
         reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True)
@@ -65,7 +65,7 @@ def pci_address_of(reader: Reader, device_link: str) -> str | None:
     """The PCI function behind a class device's ``device`` link (nearest BDF in its real path)."""
     if not reader.fs.exists(device_link):
         return None
-    parts = reader.fs.realpath(device_link).split("/")
+    parts = (reader.realpath(device_link, f"device of {device_link}") or "").split("/")
     bdfs = [p for p in parts if BDF.match(p)]
     return bdfs[-1] if bdfs else None
 

@@ -81,8 +81,8 @@ def _device(reader: Reader, name: str, config: bytes) -> PciDevice:
     def num(attr: str, parse, optional: bool = True):
         return reader.parsed(f"{base}/{attr}", f"{attr} of {name}", parse, optional=optional)
 
-    real = reader.fs.realpath(base)
-    parent, host_bridge = upstream(real)
+    real = reader.realpath(base, f"sysfs path of {name}")
+    parent, host_bridge = upstream(real) if real else (None, None)
     return PciDevice(
         address=name,
         class_code=num("class", hex_int, False),

@@ -56,6 +56,15 @@ class Reader:
                 self.gap(what, err.reason, path, err.detail)
             return []
 
+    def realpath(self, path: str, what: str) -> str | None:
+        """Where ``path`` leads with every symlink resolved; None and a Gap when it cannot be (a link
+        loop, a missing link target)."""
+        try:
+            return self.fs.realpath(path)
+        except FsError as err:
+            self.gap(what, err.reason, path, err.detail)
+            return None
+
     def link_name(self, path: str) -> str | None:
         """The last component of a symlink's target (``driver`` -> ``nvidia``), None when absent."""
         try:
