@@ -31,9 +31,11 @@ import dataclasses
 import errno
 import json
 import os
+import queue
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,8 +99,7 @@ class RootFs:
         real = self._open_path(path)
         cap = MAX_READ + 1 if limit is None else max(0, min(limit, MAX_READ))
         try:
-            with open(self.host_path(real), "rb") as handle:
-                data = handle.read(cap)
+            data = _read_capped(self.host_path(real), cap)
         except OSError as err:
             raise self._error(path, err) from err
         if limit is None and len(data) > MAX_READ:
@@ -197,6 +198,20 @@ class RootFs:
         return FsError(norm, reason, err.strerror or str(err))
 
 
+def _read_capped(path: str, cap: int) -> bytes:
+    """At most ``cap`` bytes, read in 64 KiB chunks: /proc/sys answers one large read() with ENOMEM
+    (the kernel allocates a buffer of the size asked for)."""
+    chunks, size = [], 0
+    with open(path, "rb", buffering=0) as handle:
+        while size < cap:
+            chunk = handle.read(min(cap - size, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
+
+
 class NvmlError(Exception):
     """An NVML call failed; ``code`` is NVML's numeric return code (3 NotSupported, 15 GpuIsLost...)."""
 
@@ -238,6 +253,32 @@ class NotRecorded(NvmlError):
         self.key = key
 
 
+class NvmlTimeout(NvmlError):
+    """A live NVML call did not return in time, or was not made: an earlier call on the same GPU hung,
+    or the overall deadline had passed (code 10, NVML's own Timeout)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(TIMEOUT_CODE, detail)
+
+
+TIMEOUT_CODE = 10  # NVML_ERROR_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """An instant on the monotonic clock after which the probe stops asking and reports what it has."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+
 @dataclass(frozen=True)
 class CommandResult:
     argv: list[str]
@@ -265,10 +306,17 @@ class LiveRunner:
     on a GPU that fell off the bus) is left behind with ``returncode`` None.
     """
 
-    def __init__(self, max_output: int = MAX_OUTPUT) -> None:
+    def __init__(self, max_output: int = MAX_OUTPUT, deadline: Deadline | None = None) -> None:
         self.max_output = max_output
+        self.deadline = deadline
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
+        if self.deadline is not None:
+            left = self.deadline.remaining()
+            if left <= 0:
+                note = f"[topodoc: not run: the overall deadline of {self.deadline.seconds:g} s had passed]"
+                return CommandResult(list(argv), stderr=note, timed_out=True)
+            timeout = min(timeout, left)
         try:
             proc = subprocess.Popen(
                 list(argv),
@@ -377,6 +425,79 @@ class LiveNvml:
 
     def call(self, fn: str, *args):
         return self._adapter.call(fn, *args)
+
+
+NVML_CALL_TIMEOUT_S = 10.0  # one NVML query answers in milliseconds; a GPU that fell off the bus never does
+
+
+class TimedNvml:
+    """Runs each call of ``inner`` (any object with ``call``) in a worker thread and waits at most
+    ``call_timeout`` seconds (less when the ``deadline`` is nearer). A call that does not return raises
+    :class:`NvmlTimeout`; its worker is abandoned (a daemon thread, blocked in the driver) and a fresh
+    one serves the next calls. Every later call on the same GPU, and every call once a system-wide call
+    hung or the deadline passed, raises :class:`NvmlTimeout` at once without reaching ``inner``."""
+
+    def __init__(self, inner, call_timeout: float = NVML_CALL_TIMEOUT_S, deadline: Deadline | None = None):
+        self.inner = inner
+        self.call_timeout = call_timeout
+        self.deadline = deadline
+        self.hung: set[int | str] = set()  # GPU indexes, or "system" once a call on no GPU hung
+        self._worker: _Worker | None = None
+
+    def call(self, fn: str, *args):
+        gpus = _gpus_in(fn, args)
+        stuck = [g for g in ("system", *gpus) if g in self.hung]
+        if stuck:
+            what = "an earlier NVML call" + ("" if stuck[0] == "system" else f" on GPU {stuck[0]}")
+            raise NvmlTimeout(f"not asked: {what} did not return")
+        budget = self.call_timeout
+        if self.deadline is not None:
+            budget = min(budget, self.deadline.remaining())
+            if budget <= 0:
+                passed = f"the overall deadline of {self.deadline.seconds:g} s had passed"
+                raise NvmlTimeout(f"not asked: {passed}")
+        if self._worker is None:
+            self._worker = _Worker()
+        done, box = self._worker.submit(lambda: self.inner.call(fn, *args))
+        if not done.wait(budget):
+            self._worker = None  # stuck inside the call; the next call gets a fresh thread
+            self.hung.update(gpus or ("system",))
+            raise NvmlTimeout(f"{fn} did not return within {budget:.3g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+
+class _Worker:
+    """One daemon thread running submitted functions in order."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="topodoc-nvml", daemon=True).start()
+
+    def submit(self, job) -> tuple[threading.Event, dict]:
+        done, box = threading.Event(), {}
+        self._jobs.put((job, done, box))
+        return done, box
+
+    def _serve(self) -> None:
+        while True:
+            job, done, box = self._jobs.get()
+            try:
+                box["value"] = job()
+            except BaseException as err:  # handed to the caller's thread, raised there
+                box["error"] = err
+            done.set()
+
+
+def _gpus_in(fn: str, args: tuple) -> tuple[int, ...]:
+    """The GPU indexes a call is about (none for system calls, two for the pair calls)."""
+    from topodoc.probe.nvml_live import NO_HANDLE, PAIR_CALLS
+
+    if not fn.startswith("nvmlDevice") or fn in NO_HANDLE or not args:
+        return ()
+    count = 2 if fn in PAIR_CALLS else 1
+    return tuple(a for a in args[:count] if isinstance(a, int))
 
 
 class TapeError(ValueError):
@@ -506,5 +627,8 @@ class Host:
     meta: dict = dataclasses.field(default_factory=dict)  # a recording's meta.json; {} when live
 
     @classmethod
-    def live(cls) -> Host:
-        return cls(RootFs("/"), LiveNvml(), LiveRunner())
+    def live(cls, deadline_s: float | None = None) -> Host:
+        """This machine; every NVML call in a worker thread with a per-call timeout, and, with
+        ``deadline_s``, no NVML call or command started after that many seconds."""
+        deadline = Deadline.after(deadline_s) if deadline_s is not None else None
+        return cls(RootFs("/"), TimedNvml(LiveNvml(), deadline=deadline), LiveRunner(deadline=deadline))

@@ -54,7 +54,8 @@ from topodoc.probe.host import NotRecorded, NvmlError
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 13.615
 NVLINK_LINK_COUNT_FIELD = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
 AFFINITY_WORDS = 16
-GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED = 15, 2, 3
+GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, TIMEOUT = 15, 2, 3, 10
+MAX_GPUS = 1024  # a GPU count above this is a corrupt answer, not a machine
 P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 P2P_CAPS = (("p2p_read", 0), ("p2p_write", 1), ("p2p_nvlink", 2), ("p2p_atomics", 3))
 ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -75,7 +76,21 @@ def gap_reason(err: NvmlError) -> GapReason:
 
 
 class GpuLost(Exception):
-    pass
+    """Stop asking about this GPU: it fell off the bus (GpuIsLost), or a call on it did not return."""
+
+    def __init__(self, err: NvmlError) -> None:
+        super().__init__(err.name)
+        self.lost = err.code == GPU_IS_LOST
+        if self.lost:
+            self.detail = "GpuIsLost: the GPU fell off the bus"
+        else:
+            why = err.detail or "an NVML call did not return"
+            self.detail = f"{err.name}: {why}; its other values were not asked"
+
+
+def aborts(err: NvmlError) -> bool:
+    """GpuIsLost and Timeout end the questions about a GPU (a replayed tape answers them the same way)."""
+    return err.code in (GPU_IS_LOST, TIMEOUT) and not isinstance(err, NotRecorded)
 
 
 @dataclass
@@ -90,9 +105,10 @@ class Query:
         try:
             return self.nvml.call(fn, *args)
         except NvmlError as err:
-            if err.code == GPU_IS_LOST and lost_aborts and not isinstance(err, NotRecorded):
-                raise GpuLost() from err
-            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", err.name))
+            if lost_aborts and aborts(err):
+                raise GpuLost(err) from err
+            detail = f"{err.name}: {err.detail}" if err.code == TIMEOUT and err.detail else err.name
+            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", detail))
             return None
 
 
@@ -104,7 +120,11 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
         return DriverInfo(nvml_available=False), (), ()
     query = Query(nvml, gaps)
     driver = _driver(query)
-    count = query("GPU count", "nvmlDeviceGetCount") or 0
+    count = query("GPU count", "nvmlDeviceGetCount", lost_aborts=False) or 0
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
+        gaps.append(Gap("GPU count", GapReason.ERROR, "nvml:nvmlDeviceGetCount",
+                        f"unexpected value {str(count)[:40]!r}"))
+        count = 0
     gpus = tuple(_gpu(query, i) for i in range(count))
     alive = [g.index for g in gpus if not g.lost]
     pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
@@ -122,28 +142,33 @@ def _init_detail(err: NvmlError) -> str:
         return "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver installed"
     if err.code == 9:
         return "the NVIDIA kernel driver is not loaded"
-    return err.name
+    return f"{err.name}: {err.detail}" if err.detail else err.name
 
 
 def _driver(query: Query) -> DriverInfo:
     try:
         cuda = query.nvml.call("nvmlSystemGetCudaDriverVersion_v2")
     except NvmlError:
-        cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion")
+        cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion", lost_aborts=False)
     return DriverInfo(
-        query("driver version", "nvmlSystemGetDriverVersion"),
-        cuda,
-        query("NVML version", "nvmlSystemGetNVMLVersion"),
+        _text(query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False)),
+        cuda if isinstance(cuda, int) and not isinstance(cuda, bool) else None,
+        _text(query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False)),
         True,
     )
+
+
+def _text(value) -> str | None:
+    """A version string as NVML gives it; a value of another type (a corrupt tape) is unknown."""
+    return value[:200] if isinstance(value, str) else None
 
 
 def _gpu(query: Query, i: int) -> Gpu:
     try:
         return _gpu_fields(query, i)
-    except GpuLost:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", "GpuIsLost: the GPU fell off the bus"))
-        return Gpu(index=i, lost=True)
+    except GpuLost as stop:
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", stop.detail))
+        return Gpu(index=i, lost=stop.lost)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError) as err:
         query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {str(err)[:200]}"))
         return Gpu(index=i)
@@ -189,8 +214,8 @@ def _raw_call(query: Query, fn: str, *args):
     try:
         return query.nvml.call(fn, *args)
     except NvmlError as err:
-        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost() from err
+        if aborts(err):
+            raise GpuLost(err) from err
         raise
 
 
@@ -248,8 +273,8 @@ def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
             break
         except NvmlError as err:
-            if err.code == GPU_IS_LOST:
-                raise GpuLost() from err
+            if aborts(err):
+                raise GpuLost(err) from err
             absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
             if not absent:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
@@ -263,8 +288,8 @@ def _link_count(query: Query, i: int) -> int:
     try:
         answer = query.nvml.call("nvmlDeviceGetFieldValues", i, [NVLINK_LINK_COUNT_FIELD])
     except NvmlError as err:
-        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost() from err
+        if aborts(err):
+            raise GpuLost(err) from err
         return MAX_LINKS
     entry = answer[0] if isinstance(answer, list) and answer and isinstance(answer[0], dict) else {}
     value = entry.get("value")
