@@ -11,11 +11,12 @@ import os
 import tarfile
 
 import pytest
-from conftest import REPO, make_tree, run_cli
+from conftest import REPO, gpu_box, load_tape, make_tree, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topodoc.probe.host import MAX_READ, FsError, RootFs
+from topodoc.probe.collect import collect
+from topodoc.probe.host import MAX_READ, FsError, Host, RootFs, TapeNvml, TapeRunner
 
 EXAMPLE = REPO / "fixtures" / "hosts" / "1s-2xgpu-desktop-pcie" / "recording.tar.gz"
 FROM_COMMANDS = (("probe", "--json"), ("diagnose",), ("topo",), ("bandwidth",), ("diagram",))
@@ -153,3 +154,33 @@ def test_a_read_of_a_huge_file_is_refused_not_loaded(tmp_path):
         fs.read_bytes("/sys/big")
     assert len(fs.read_bytes("/sys/big", 4096)) == 4096
     assert len(fs.read_bytes("/sys/big", 1 << 30)) == MAX_READ  # a caller's limit is capped too
+
+
+@pytest.fixture(scope="module")
+def box_root(tmp_path_factory):
+    files, links = gpu_box()
+    return make_tree(tmp_path_factory.mktemp("box"), files, links)
+
+
+@settings(max_examples=40, deadline=None)
+@given(index=st.integers(0, 10**6), value=WRONG, deep=st.booleans())
+def test_any_nvml_answer_of_the_wrong_type_is_a_gap_through_rules_and_reports(box_root, index, value, deep):
+    """In process (no archive), so many more answers are tried: any call's value replaced (or one item
+    inside it) and the snapshot still goes through the topology, every rule and both renderers."""
+    from topodoc.codec import to_data
+    from topodoc.report.probe import render_probe
+    from topodoc.rules.engine import Facts, evaluate
+    from topodoc.rules.registry import RULES
+    from topodoc.topology import derive
+
+    tape = load_tape("healthy-8xh100")
+    calls = [c for c in tape["calls"] if c.get("code", 0) == 0]
+    call = calls[index % len(calls)]
+    inner = list(json_paths(call["value"]))
+    where = inner[index % len(inner)] if deep else ()
+    call["value"] = replaced(call["value"], where, value) if where or not deep else value
+    snap = collect(Host(RootFs(box_root), TapeNvml(tape), TapeRunner({})))
+    json.dumps(to_data(snap))
+    render_probe(snap)
+    report = evaluate(Facts(snap, derive(snap), None, None), RULES)
+    assert not report.errors, (call["fn"], where, value, report.errors)

@@ -75,6 +75,36 @@ def gap_reason(err: NvmlError) -> GapReason:
     }.get(err.code, GapReason.ERROR)
 
 
+INT, TEXT, LIST, DICT = "int", "str", "list", "dict"
+EXPECTED = {  # the plain type of each call's answer (nvml_live.plain); anything else is a corrupt answer
+    "nvmlSystemGetDriverVersion": TEXT, "nvmlSystemGetNVMLVersion": TEXT,
+    "nvmlSystemGetCudaDriverVersion": INT, "nvmlSystemGetCudaDriverVersion_v2": INT,
+    "nvmlDeviceGetCount": INT,
+    "nvmlDeviceGetName": TEXT, "nvmlDeviceGetUUID": TEXT, "nvmlDeviceGetSerial": TEXT,
+    "nvmlDeviceGetPciInfo": DICT, "nvmlDeviceGetMemoryInfo": DICT, "nvmlDeviceGetGpuFabricInfoV": DICT,
+    "nvmlDeviceGetNvLinkRemotePciInfo": DICT,
+    "nvmlDeviceGetCurrPcieLinkGeneration": INT, "nvmlDeviceGetMaxPcieLinkGeneration": INT,
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration": INT, "nvmlDeviceGetCurrPcieLinkWidth": INT,
+    "nvmlDeviceGetMaxPcieLinkWidth": INT, "nvmlDeviceGetPersistenceMode": INT,
+    "nvmlDeviceGetNvLinkVersion": INT, "nvmlDeviceGetNvLinkRemoteDeviceType": INT,
+    "nvmlDeviceGetP2PStatus": INT, "nvmlDeviceGetTopologyCommonAncestor": INT,
+    "nvmlDeviceGetCpuAffinity": LIST, "nvmlDeviceGetCudaComputeCapability": LIST,
+    "nvmlDeviceGetMigMode": LIST,
+}
+
+
+def plain_int(value) -> int | None:
+    """``value`` when it is an int NVML could return (64 bits, not a bool), else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 64
+    return value if ok else None
+
+
+def fits(value, kind: str) -> bool:
+    if kind == INT:
+        return plain_int(value) is not None
+    return isinstance(value, {TEXT: str, LIST: list, DICT: dict}[kind])
+
+
 class GpuLost(Exception):
     """Stop asking about this GPU: it fell off the bus (GpuIsLost), or a call on it did not return."""
 
@@ -103,13 +133,18 @@ class Query:
 
     def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
         try:
-            return self.nvml.call(fn, *args)
+            value = self.nvml.call(fn, *args)
         except NvmlError as err:
             if lost_aborts and aborts(err):
                 raise GpuLost(err) from err
             detail = f"{err.name}: {err.detail}" if err.code == TIMEOUT and err.detail else err.name
             self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", detail))
             return None
+        if fn in EXPECTED and not fits(value, EXPECTED[fn]):
+            detail = f"unexpected value {repr(value)[:60]}: not {EXPECTED[fn]}"
+            self.gaps.append(Gap(what, GapReason.ERROR, f"nvml:{fn}", detail))
+            return None
+        return value
 
 
 def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tuple[GpuPair, ...]]:
@@ -121,7 +156,7 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     query = Query(nvml, gaps)
     driver = _driver(query)
     count = query("GPU count", "nvmlDeviceGetCount", lost_aborts=False) or 0
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
+    if not 0 <= count <= MAX_GPUS:
         gaps.append(Gap("GPU count", GapReason.ERROR, "nvml:nvmlDeviceGetCount",
                         f"unexpected value {str(count)[:40]!r}"))
         count = 0
@@ -151,16 +186,11 @@ def _driver(query: Query) -> DriverInfo:
     except NvmlError:
         cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion", lost_aborts=False)
     return DriverInfo(
-        _text(query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False)),
-        cuda if isinstance(cuda, int) and not isinstance(cuda, bool) else None,
-        _text(query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False)),
+        query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False),
+        plain_int(cuda),
+        query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False),
         True,
     )
-
-
-def _text(value) -> str | None:
-    """A version string as NVML gives it; a value of another type (a corrupt tape) is unknown."""
-    return value[:200] if isinstance(value, str) else None
 
 
 def _gpu(query: Query, i: int) -> Gpu:
@@ -190,23 +220,34 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         name=q("name", "nvmlDeviceGetName"),
         uuid=q("UUID", "nvmlDeviceGetUUID"),
         serial=q("serial", "nvmlDeviceGetSerial"),
-        pci_address=pciaddr.try_normalize(pci.get("busId")),
+        pci_address=_address(pci.get("busId")),
         pcie_gen=q("PCIe generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
         pcie_max_gen=q("max PCIe generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
         pcie_gpu_max_gen=q("GPU max PCIe generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
         pcie_width=q("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth"),
         pcie_max_width=q("max PCIe width", "nvmlDeviceGetMaxPcieLinkWidth"),
         cpu_affinity=mask_to_cpulist(q("CPU affinity", "nvmlDeviceGetCpuAffinity", AFFINITY_WORDS)),
-        compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-        memory_total_bytes=memory.get("total"),
+        compute_capability=_capability(capability),
+        memory_total_bytes=plain_int(memory.get("total")),
         nvlinks=_nvlinks(query, i),
         persistence_mode=None if persistence is None else bool(persistence),
-        mig_mode=None if mig is None else bool(mig[0]),
+        mig_mode=None if not mig or plain_int(mig[0]) is None else bool(mig[0]),
         fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
         c2c_links=c2c_links,
         c2c_bandwidth_gbps=c2c_gbps,
         gpu_numa_id=nvml_grace.gpu_numa_id(call, i, query.misses),
     )
+
+
+def _address(text) -> str | None:
+    return pciaddr.try_normalize(text) if isinstance(text, str) else None
+
+
+def _capability(value: list | None) -> str | None:
+    """``[9, 0]`` -> ``"9.0"``; any other shape is unknown."""
+    if not value or len(value) != 2 or plain_int(value[0]) is None or plain_int(value[1]) is None:
+        return None
+    return f"{value[0]}.{value[1]}"
 
 
 def _raw_call(query: Query, fn: str, *args):
@@ -308,7 +349,7 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
         link,
         True,
         query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
-        pciaddr.try_normalize(remote.get("busId")),
+        _address(remote.get("busId")),
         REMOTE_TYPE.get(kind) if kind is not None else None,
     )
 
@@ -317,17 +358,19 @@ def _fabric(info: dict | None) -> GpuFabric | None:
     if not info:
         return None
     return GpuFabric(
-        FABRIC_STATE.get(info.get("state"), str(info.get("state"))),
+        FABRIC_STATE.get(plain_int(info.get("state")), str(info.get("state"))[:40]),
         _uuid(info.get("clusterUuid")),
-        info.get("cliqueId"),
-        info.get("status"),
-        info.get("healthMask"),
+        plain_int(info.get("cliqueId")),
+        plain_int(info.get("status")),
+        plain_int(info.get("healthMask")),
     )
 
 
 def _uuid(raw) -> str | None:
     if isinstance(raw, str) or raw is None:
-        return raw or None
+        return raw[:200] if raw else None
+    if not isinstance(raw, list) or len(raw) > 64 or any(plain_int(b) is None for b in raw):
+        raise ValueError("fabric cluster UUID is neither text nor a list of bytes")
     text = bytes(int(b) & 0xFF for b in raw).hex()
     return None if not text.strip("0") else f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
