@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def source_date_epoch() -> int | None:
     raw = os.environ.get(EPOCH_VARIABLE, "").strip()
     if not raw:
         return None
-    if not raw.isdigit():
+    if not re.fullmatch(r"[0-9]{1,12}", raw):
         raise ValueError(f"{EPOCH_VARIABLE} must be a whole number of seconds since 1970, got {raw!r}")
     return int(raw)
 
