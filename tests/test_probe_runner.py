@@ -66,3 +66,13 @@ def test_endless_nvidia_smi_is_one_gap():
     gaps = []
     assert collect_smi_topo(EndlessSmi(max_output=1 << 16), gaps) is None
     assert len(gaps) == 1 and "without end" in gaps[0].detail
+
+
+def test_a_command_after_the_overall_deadline_is_not_started_and_says_so():
+    from topodoc.probe.host import Deadline
+
+    gaps = []
+    runner = LiveRunner(deadline=Deadline.after(0.001))
+    time.sleep(0.01)
+    assert collect_smi_topo(runner, gaps) is None
+    assert gaps[0].detail == "[topodoc: not run: the overall deadline of 0.001 s had passed]"

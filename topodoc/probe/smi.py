@@ -25,7 +25,9 @@ def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
             gaps.append(Gap(WHAT, GapReason.MISSING, "command", "nvidia-smi is not installed"))
         return None
     if result.timed_out:
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"no answer within {TIMEOUT_S:g} s (killed)"))
+        note = result.stderr.strip()
+        detail = note if note.startswith("[topodoc:") else f"no answer within {TIMEOUT_S:g} s (killed)"
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", detail))
         return None
     if result.truncated:
         gaps.append(Gap(WHAT, GapReason.ERROR, "command", "output without end: cut and stopped at the cap"))
