@@ -35,7 +35,9 @@ def collect_net(reader: Reader) -> tuple[NetInterface, ...]:
 
 def _interface(reader: Reader, name: str) -> NetInterface:
     base = f"{NET}/{name}"
-    real = reader.realpath(base, f"sysfs path of {name}") or ""
+    real = reader.realpath(base, f"network interface {name}")
+    if real is None:  # a link loop or dangling link: one gap, not one per attribute behind it
+        return NetInterface(name)
     pci = pci_address_of(reader, f"{base}/device")
     speed = (
         reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True)

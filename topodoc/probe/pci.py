@@ -81,8 +81,10 @@ def _device(reader: Reader, name: str, config: bytes) -> PciDevice:
     def num(attr: str, parse, optional: bool = True):
         return reader.parsed(f"{base}/{attr}", f"{attr} of {name}", parse, optional=optional)
 
-    real = reader.realpath(base, f"sysfs path of {name}")
-    parent, host_bridge = upstream(real) if real else (None, None)
+    real = reader.realpath(base, f"PCI device {name}")
+    if real is None:  # a link loop or dangling link: one gap, not one per attribute behind it
+        return PciDevice(address=name)
+    parent, host_bridge = upstream(real)
     return PciDevice(
         address=name,
         class_code=num("class", hex_int, False),
