@@ -37,14 +37,17 @@ SEVERITIES = ("info", "warning", "error", "critical")
     show_default=True,
     help="Exit 1 when a finding is at least this severe.",
 )
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="SECONDS", help="Live: no NVML call or nvidia-smi after this long; the rest are gaps.")
 def command(
-    source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool, fail_on: str
+    source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool, fail_on: str,
+    deadline: float,
 ) -> None:
     """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do."""
     from topodoc.rules.engine import Facts, Severity, at_or_above, evaluate
     from topodoc.rules.registry import RULES
 
-    snapshot = _snapshot(source) if source or not logs else None
+    snapshot = _snapshot(source, deadline) if source or not logs else None
     analysis = _analyze(logs) if logs else None
     topology, broken = _topology(snapshot)
     comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
@@ -63,11 +66,11 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _snapshot(source: str | None):
+def _snapshot(source: str | None, deadline: float):
     from topodoc.probe.source import SourceError, load_snapshot
 
     try:
-        return load_snapshot(source)
+        return load_snapshot(source, deadline)
     except SourceError as err:
         _fail(str(err))
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def source_date_epoch() -> int | None:
     raw = os.environ.get(EPOCH_VARIABLE, "").strip()
     if not raw:
         return None
-    if not raw.isdigit():
+    if not re.fullmatch(r"[0-9]{1,12}", raw):
         raise ValueError(f"{EPOCH_VARIABLE} must be a whole number of seconds since 1970, got {raw!r}")
     return int(raw)
 
@@ -212,21 +213,47 @@ def open_directory(directory, label: str | None = None) -> Host:
     root = Path(directory)
     label = label or str(directory)
     meta = _load_json(root, "meta.json", label)
-    if meta.get("format") != FORMAT:
-        raise ArchiveError(f"{label}: recording format {meta.get('format')!r} is not the supported {FORMAT}")
+    if meta.get("format") != FORMAT or isinstance(meta.get("format"), bool):
+        shown = str(meta.get("format"))[:40]
+        raise ArchiveError(f"{label}: recording format {shown} is not the supported {FORMAT}")
     try:
-        failures = {
-            item["path"]: (GapReason(item["reason"]), item.get("detail", ""))
-            for item in meta.get("unreadable", [])
-        }
+        failures = _failures(meta)
         nvml = TapeNvml(_load_json(root, "nvml.json", label, {}))
         runner = TapeRunner(_load_json(root, "commands.json", label, {}))
     except (KeyError, ValueError, TypeError, AttributeError) as err:
-        raise ArchiveError(f"{label}: malformed recording ({err})") from err
+        raise ArchiveError(f"{label}: malformed recording ({str(err)[:300]})") from err
     fs_root = root / "fs"
     if not fs_root.is_dir():
         raise ArchiveError(f"{label}: not a topodoc recording (no fs/ directory)")
     return Host(RootFs(fs_root, failures), nvml, runner, meta)
+
+
+META_TEXT = ("name", "recorded_at", "topodoc_version")
+
+
+def _failures(meta: dict) -> dict[str, tuple[GapReason, str]]:
+    """meta.json's ``unreadable`` list as ``{path: (reason, detail)}``, every field's type checked
+    (ValueError naming the field), and the text fields other code reads checked to be text."""
+    for key in META_TEXT:
+        if not isinstance(meta.get(key), (str, type(None))):
+            raise ValueError(f"meta.json {key!r} must be a string, got {type(meta[key]).__name__}")
+    items = meta.get("unreadable", [])
+    if not isinstance(items, list):
+        raise ValueError(f"meta.json 'unreadable' must be a list, got {type(items).__name__}")
+    failures = {}
+    for n, item in enumerate(items):
+        where = f"meta.json unreadable[{n}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where} must be an object, got {type(item).__name__}")
+        path, reason, detail = item.get("path"), item.get("reason"), item.get("detail", "")
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"{where}: 'path' must be an absolute path")
+        if not isinstance(detail, str):
+            raise ValueError(f"{where}: 'detail' must be a string, got {type(detail).__name__}")
+        if reason not in {r.value for r in GapReason}:
+            raise ValueError(f"{where}: 'reason' {str(reason)[:40]!r} is not a known reason")
+        failures[path] = (GapReason(reason), detail)
+    return failures
 
 
 _REQUIRED = object()
@@ -240,8 +267,8 @@ def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
         return default
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ArchiveError(f"{archive}: {name} is not valid JSON ({err})") from err
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise ArchiveError(f"{archive}: {name} is not valid JSON ({str(err)[:200]})") from err
     if not isinstance(data, dict):
         raise ArchiveError(f"{archive}: {name} must hold a JSON object")
     return data

@@ -20,10 +20,14 @@ class SourceError(ValueError):
     """The machine spec names nothing usable (no such file, not a recording, unsafe archive...)."""
 
 
-def resolve_source(spec: str | None) -> tuple[Host, str]:
-    """The Host for ``spec`` and the source name a Snapshot should carry."""
+DEFAULT_DEADLINE_S = 60.0  # a live probe of an 8-GPU server takes about a second; a hung GPU never ends
+
+
+def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> tuple[Host, str]:
+    """The Host for ``spec`` and the source name a Snapshot should carry; a live Host asks nothing of
+    NVML or nvidia-smi after ``deadline_s`` seconds (what it has then is reported, the rest as gaps)."""
     if spec is None or spec == "live":
-        return Host.live(), "live"
+        return Host.live(deadline_s), "live"
     if spec.startswith(EXAMPLE):
         return _open(_example(spec[len(EXAMPLE) :]), spec)
     if not os.path.exists(spec):
@@ -69,9 +73,9 @@ def host_for_root(root: str) -> tuple[Host, str]:
     return Host(RootFs(root), TapeNvml({}), TapeRunner({})), f"root:{root}"
 
 
-def load_snapshot(spec: str | None) -> model.Snapshot:
+def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> model.Snapshot:
     """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`)."""
     from topodoc.probe.collect import collect
 
-    host, source = resolve_source(spec)
+    host, source = resolve_source(spec, deadline_s)
     return collect(host, source)
