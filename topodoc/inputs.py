@@ -5,10 +5,11 @@
 - gzip is read through (a ``.gz`` name, or the gzip magic bytes on a pipe);
 - UTF-16 with a BOM, or without one (NUL in every other byte: PowerShell's ``>`` and ``Out-File``),
   UTF-8 with or without a BOM; invalid bytes become U+FFFD; CRLF and lone CR end lines;
-- reads are streamed and capped at :data:`MAX_BYTES` (after decompression): ``/dev/zero``, an endless
-  pipe or a gzip bomb stop there, and ``truncated_at`` says how many bytes were read;
-- a line longer than :data:`MAX_LINE` characters is blanked (its line number kept, so evidence line
-  numbers stay right) and listed in ``long_lines``: no parser ever sees it, and the caller reports it.
+- reads are streamed, line by line, and capped at :data:`MAX_BYTES` (after decompression) and
+  :data:`MAX_LINES`: ``/dev/zero``, an endless pipe or a gzip bomb stop there, and ``truncated`` says so;
+- a line longer than :data:`MAX_LINE` characters is read past, never held, and left blank (its line
+  number kept, so evidence line numbers stay right) and listed in ``long_lines``: no parser sees it, and
+  the caller reports it (:meth:`TextInput.notes`).
 
 :func:`strip_ansi` is the one ANSI escape stripper of the text parsers.
 Errors are :class:`InputError`, one line each, for the command to print.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import sys
 import zlib
 from dataclasses import dataclass
@@ -26,8 +28,9 @@ from typing import BinaryIO
 import regex
 
 MAX_BYTES = 32 * 2**20  # a topology paste or an nccl-tests output is a few hundred KB at most
+MAX_LINES = 100_000  # an nccl-tests run of ~300 ranks with NCCL INFO lines mixed in fits
 MAX_LINE = 64 * 2**10  # characters; the widest real matrix row (76 NICs) is under 1,000
-_CHUNK = 2**20
+_CHUNK = 2**16
 
 # CSI (colours, cursor moves), OSC (titles, links) ended by BEL or ST, a stray ESC, and a colour code whose
 # ESC byte a paste lost (``[4m``, ``[0;32m``). Every repetition is bounded and possessive: linear time.
@@ -44,14 +47,14 @@ class InputError(ValueError):
 class TextInput:
     name: str  # the path as given, or "stdin"
     text: str
-    truncated_at: int | None = None  # bytes read when MAX_BYTES stopped the read, else None
+    truncated: str | None = None  # why reading stopped early ("at 33554432 bytes", "after 500000 lines")
     long_lines: tuple[tuple[int, int], ...] = ()  # (line number, length) of each blanked over-long line
 
     def notes(self) -> list[str]:
         """What the reader left out, one line each, for the command to print on stderr."""
         notes = []
-        if self.truncated_at is not None:
-            notes.append(f"{self.name}: input truncated at {self.truncated_at} bytes (the rest was not read)")
+        if self.truncated is not None:
+            notes.append(f"{self.name}: input truncated {self.truncated} (the rest was not read)")
         for number, length in self.long_lines[:5]:
             notes.append(f"{self.name}: line {number} skipped: {length} characters, over the "
                          f"{MAX_LINE}-character limit")
@@ -64,17 +67,26 @@ def label(source: str) -> str:
     return "stdin" if source == "-" else source
 
 
-def read_text(source: str, max_bytes: int = MAX_BYTES, max_line: int = MAX_LINE) -> TextInput:
-    """FILE or ``-`` -> :class:`TextInput` (see the module docstring); :class:`InputError` when unreadable."""
+def read_text(
+    source: str, max_bytes: int = MAX_BYTES, max_lines: int = MAX_LINES, max_line: int = MAX_LINE
+) -> TextInput:
+    """FILE or ``-`` -> :class:`TextInput` (see the module docstring); :class:`InputError` when unreadable.
+
+    Streamed: at most ``max_bytes`` (decompressed) bytes and ``max_lines`` lines are read, and an
+    over-long line is counted, never held."""
     name = label(source)
     try:
         with _opened(source) as raw:
-            data, truncated = _read_capped(_maybe_gunzip(raw, source), max_bytes)
+            capped = _Capped(_maybe_gunzip(raw, source), max_bytes)
+            lines, long_lines, line_cap = _read_lines(_text_stream(capped), max_lines, max_line)
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
-        raise InputError(f"cannot read {name}: {reason}") from err
-    text, long_lines = cap_lines(decode(data), max_line)
-    return TextInput(name, text, len(data) if truncated else None, long_lines)
+        raise InputError(f"cannot read {name}: {' '.join(reason.split())[:200]}") from err
+    truncated = f"at {max_bytes} bytes" if capped.truncated else None
+    if line_cap:
+        truncated = f"after {max_lines} lines"
+    text = "".join(line + "\n" for line in lines)  # every line as it was, the last blank one too
+    return TextInput(name, text, truncated, tuple(long_lines))
 
 
 @contextlib.contextmanager
@@ -94,15 +106,56 @@ def _maybe_gunzip(raw: BinaryIO, source: str) -> BinaryIO:
     return raw
 
 
-def _read_capped(stream: BinaryIO, max_bytes: int) -> tuple[bytes, bool]:
-    """At most ``max_bytes`` bytes of ``stream``, read in chunks; True when more were there."""
-    buffer = bytearray()
-    while len(buffer) <= max_bytes:
-        chunk = stream.read(min(_CHUNK, max_bytes + 1 - len(buffer)))
-        if not chunk:
-            return bytes(buffer), False
-        buffer += chunk
-    return bytes(buffer[:max_bytes]), True
+class _Capped(io.RawIOBase):
+    """``stream`` up to ``limit`` bytes, then end of file; ``truncated`` once a byte past the limit exists."""
+
+    def __init__(self, stream: BinaryIO, limit: int) -> None:
+        self._stream, self._left, self.truncated = stream, limit, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left <= 0:
+            self.truncated = self.truncated or bool(self._stream.read(1))
+            return 0
+        data = self._stream.read(min(len(buffer), self._left))
+        self._left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _text_stream(capped: _Capped) -> io.TextIOWrapper:
+    """Decoded text with universal newlines; the encoding sniffed from the first bytes."""
+    binary = io.BufferedReader(capped, buffer_size=_CHUNK)
+    encoding = utf16_encoding(binary.peek(64)[:64]) or "utf-8-sig"
+    return io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline=None)
+
+
+def _read_lines(text: io.TextIOWrapper, max_lines: int, max_line: int):
+    """Lines (over-long ones blanked, their number and length kept), and whether ``max_lines`` stopped us."""
+    lines: list[str] = []
+    long_lines: list[tuple[int, int]] = []
+    while len(lines) < max_lines:
+        piece = text.readline(max_line + 1)
+        if not piece:
+            return lines, long_lines, False
+        if len(piece) > max_line and not piece.endswith("\n"):
+            length = len(piece) + _skip_line(text)
+            long_lines.append((len(lines) + 1, length))
+            piece = ""
+        lines.append(piece.rstrip("\n"))
+    return lines, long_lines, bool(text.read(1))
+
+
+def _skip_line(text: io.TextIOWrapper) -> int:
+    """Read past the rest of the current line without keeping it; its length (without the newline)."""
+    skipped = 0
+    while True:
+        piece = text.readline(_CHUNK)
+        if not piece or piece.endswith("\n"):
+            return skipped + len(piece.rstrip("\n"))
+        skipped += len(piece)
 
 
 def utf16_encoding(head: bytes) -> str | None:
@@ -127,16 +180,6 @@ def decode(data: bytes) -> str:
     if encoding:
         return data.decode(encoding, errors="replace")
     return data.decode("utf-8-sig", errors="replace")
-
-
-def cap_lines(text: str, max_line: int = MAX_LINE) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """``text`` with every line over ``max_line`` characters blanked; the blanked lines' numbers, lengths."""
-    lines = text.splitlines()
-    long_lines = tuple((n, len(line)) for n, line in enumerate(lines, start=1) if len(line) > max_line)
-    if not long_lines:
-        return text, ()
-    blank = {n for n, _length in long_lines}
-    return "\n".join("" if n in blank else line for n, line in enumerate(lines, start=1)), long_lines
 
 
 def strip_ansi(text: str) -> str:

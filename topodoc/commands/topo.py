@@ -17,6 +17,8 @@ import click
 from topodoc.cli import EXIT_ERROR
 from topodoc.model import ConnectionMatrix
 
+TOPO_MAX_LINES = 20_000  # a matrix is found in the first lines; collect_env reports are a few hundred
+
 
 @click.command()
 @click.argument("source", required=False, metavar="[FILE|-]")
@@ -101,7 +103,7 @@ def _read_text(source: str):
     from topodoc.inputs import InputError, read_text
 
     try:
-        given = read_text(source)
+        given = read_text(source, max_lines=TOPO_MAX_LINES)
     except InputError as err:
         _fail(str(err))
     for note in given.notes():
