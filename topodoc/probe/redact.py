@@ -1,13 +1,21 @@
 """Redaction of a recording before it is written: consistent, format-preserving replacements.
 
-Replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
+By structure first (what a field is, not how it looks): the NVML tape's cluster UUID (also as the 16
+integers live pynvml returns), board ids and every UUID/serial field; ``/proc/cmdline`` values under keys
+that name a secret, URL, host or site (``token=``, ``ipa-api-url=``, ``BOOTIF=``, ``hostname=``, ...),
+any value holding a URL or user@host, and the host name field of ``ip=``; the recording's name in
+``meta.json`` (an output file ``node7-20261201.tar.gz`` names the host). Host names the kernel command
+line gives (``ip=``, ``hostname=``) join the machine's host names below.
+
+Then replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
 the hostname (read from ``/proc/sys/kernel/hostname`` and ``/etc/hostname``; the full name and its
-first label, each as a whole word together with any domain written after it, so a short name never
-leaves ``.cluster.example.com`` behind; ``localhost`` and the like identify nobody and stay), GPU
+first label, in any case, each as a whole word together with any domain written after it, so a short
+name never leaves ``.cluster.example.com`` behind; ``localhost`` and the like identify nobody and stay), GPU
 serials (the tape's ``nvmlDeviceGetSerial`` answers), and by pattern IPv4 addresses (except 0.0.0.0
 and 127.x), IPv6 addresses in any spelling (``fe80::1``, ``2001:db8::8a2e:370:7334``, unpadded
-groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet and 20-byte IPoIB), UUIDs
-(``GPU-``/``MIG-`` prefixes kept), 128-bit GIDs and 64-bit GUIDs. Binary PCI ``config`` files keep
+groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet with colons or dashes, 20-byte IPoIB),
+UUIDs (dashed, ``GPU-``/``MIG-`` prefixes kept, or 32 hex digits), 128-bit GIDs and 64-bit GUIDs (also
+``0x`` and 16 hex digits). Binary PCI ``config`` files keep
 everything but the Device Serial Number, which is zeroed. The same original always maps to the same
 replacement, and a replacement has the original's shape (a MAC stays a MAC; a GID and the same
 address written compressed map to one address; an IPv4-mapped RoCE GID maps to the redacted IPv4),
@@ -202,11 +210,16 @@ def _serials(members: Members) -> set[str]:
 
 # /proc/cmdline keys whose values identify a site, a machine or grant access (PXE/ironic/cloud-init boots):
 # the value is replaced whole, whatever it looks like.
-CMDLINE_SECRET = re.compile(
-    r"token|passw|secret|key|cred|auth|url|uri|api|host|server|bootif|nfsroot|iscsi|ironic|ipa-|user|"
-    r"cloud|seed|^ds$|ntp|dns|domain|fqdn|node|cluster|serial|uuid|asset",
-    re.IGNORECASE,
-)
+# A key is secret when one of its parts (split at . _ -) is a word below, or it contains a fragment below
+# (``ipa-api-url``, ``ironic_api_url``, ``ipa-agent-token``, ``BOOTIF``, ``systemd.hostname``, ``nfsroot``);
+# ``apic=``, ``iommu=``, ``console=`` and the like stay.
+CMDLINE_SECRET_PARTS = frozenset({
+    "token", "password", "passwd", "pass", "secret", "key", "cred", "creds", "credentials", "auth", "url",
+    "uri", "api", "host", "hostname", "server", "bootif", "nfsroot", "iscsi", "ironic", "user", "username",
+    "cloud", "seedfrom", "ds", "ntp", "dns", "nameserver", "domain", "fqdn", "nodename", "cluster", "serial",
+    "uuid", "asset", "tag", "endpoint", "proxy", "ssh",
+})
+CMDLINE_SECRET_FRAGMENTS = ("token", "passw", "secret", "url", "hostname", "bootif", "ironic", "cred")
 CMDLINE = "fs/proc/cmdline"
 
 
@@ -277,9 +290,17 @@ def _cmdline_token(token: str) -> str:
     value = value.rstrip("\n")
     if key.lower() == "ip":
         return f"{key}={_ip_param(value)}{tail}"
-    if CMDLINE_SECRET.search(key) or "://" in value or "@" in value:
+    if _secret_key(key) or "://" in value or "@" in value:
         return f"{key}=redacted{tail}"
     return token
+
+
+def _secret_key(key: str) -> bool:
+    lowered = key.lower()
+    parts = re.split(r"[._-]", lowered)
+    return any(part in CMDLINE_SECRET_PARTS for part in parts) or any(
+        fragment in lowered for fragment in CMDLINE_SECRET_FRAGMENTS
+    )
 
 
 def _ip_param(value: str) -> str:
