@@ -92,6 +92,8 @@ def read_text(
 @contextlib.contextmanager
 def _opened(source: str):
     if source == "-":
+        if sys.stdin is None:
+            raise OSError("stdin is closed")
         yield sys.stdin.buffer  # not closed: it is the process's
         return
     with open(source, "rb") as handle:
