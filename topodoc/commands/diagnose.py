@@ -27,7 +27,8 @@ SEVERITIES = ("info", "warning", "error", "critical")
     "--log", "logs", multiple=True, metavar="FILE", help="An NCCL log (repeatable; .gz and - work)."
 )
 @click.option(
-    "--nccl-tests", "nccl_tests", metavar="FILE", help="nccl-tests output to compare with the model."
+    "--nccl-tests", "nccl_tests", metavar="FILE",
+    help="nccl-tests output to compare with the model (.gz, UTF-16 and - work).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print findings, skipped rules and errors as JSON.")
 @click.option(
@@ -100,17 +101,22 @@ def _topology(snapshot):
 
 
 def _compare(path: str, snapshot, topology):
-    """The nccl-tests run, where it came from, and how it compares with the bandwidth model."""
+    """The nccl-tests run (FILE, .gz, UTF-16 or - for stdin), where it came from, and how it compares
+    with the bandwidth model."""
+    from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError
     from topodoc.rules.bandwidth import nccl_tests_input
 
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return nccl_tests_input(path, handle.read(), snapshot, topology)
-    except OSError as err:
-        _fail(f"cannot read {path}: {err.strerror or err}")
+        given = read_text(path)
+    except InputError as err:
+        _fail(str(err))
+    for note in given.notes():
+        click.echo(f"topodoc diagnose: note: {note}", err=True)
+    try:
+        return nccl_tests_input(given.name, given.text, snapshot, topology)
     except NcclTestsParseError as err:
-        _fail(f"{path}: {err}")
+        _fail(f"{given.name}: {err}")
 
 
 def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:

@@ -70,6 +70,7 @@ def write_recording(
         from topodoc.probe.redact import redact_members
 
         redact_members(members)
+        name = json.loads(members.files["meta.json"])["name"]  # a host name in it is redacted too
     size = write_archive(str(out_path), members, mtime=epoch)
     return RecordingSummary(
         str(out_path),

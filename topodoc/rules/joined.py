@@ -236,7 +236,7 @@ def _protection_causes(snapshot: Snapshot) -> list[tuple[str, tuple[Evidence, ..
         evidence = tuple(
             sysfs_evidence(a, "config ACS ctrl", acs_text(snapshot.pci[a].acs_ctrl or 0)) for a in bridges[:2]
         )
-        setpci = acs_off_commands(bridges)
+        setpci = acs_off_commands(bridges, snapshot.source)
         causes.append((f"ACS P2P redirect on {', '.join(bridges)} sends the NIC's GPU-memory requests up "
                        "to the root complex, which refuses them", evidence, setpci))
     kernel = snapshot.kernel
