@@ -88,9 +88,10 @@ class Machine:
         return write_shims(directory, self._command_tape(), self.name)
 
     def _command_tape(self) -> dict:
-        runner = self.host.runner
-        answers = getattr(runner, "answers", {})
-        return {"commands": list(answers.values())}
+        import dataclasses
+
+        answers = getattr(self.host.runner, "answers", {})
+        return {"commands": [a if isinstance(a, dict) else dataclasses.asdict(a) for a in answers.values()]}
 
 
 def machine(spec: str) -> Machine:
