@@ -10,8 +10,10 @@ Extraction is safe by construction, in two passes over one open file:
    resolved against the archive's own link graph (links to links, through directories that are
    links, ``..`` after a link) and refused when it leaves the archive, loops, or needs more than
    :data:`MAX_LINK_HOPS` links. Python's ``tarfile.data_filter`` checks every symlink as well where
-   it exists. File modes, owners and times in the archive are ignored (0644 files, 0755 folders). Nothing is written before every member has passed.
-2. *Write*: the archive is read again and must match what was checked member for member; folders
+   it exists. Modes, owners and times in the archive are ignored (0644 files, 0755 folders).
+   Nothing is written before every member has passed.
+2. *Write*: the files' bytes kept from the check (up to :data:`KEEP_BYTES`), or else the archive
+   read again, which must match what was checked member for member; folders
    are descended one component at a time with ``O_NOFOLLOW`` directory descriptors (``openat``
    style), regular files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, and symlinks are made
    only after every regular file is written, so no write ever goes through a link.
@@ -21,6 +23,7 @@ Every error is one :class:`ArchiveError` line of at most :data:`MAX_ERROR` chara
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -102,10 +105,8 @@ def write_archive(path: str, members: Members, mtime: int | None = None) -> int:
             size = os.fstat(raw.fileno()).st_size
         os.replace(temp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temp)
-        except OSError:
-            pass
         raise
     _sync_folder(folder)
     return size
@@ -265,7 +266,7 @@ def _kind(member: tarfile.TarInfo) -> str:
         raise ArchiveError(f"refusing hard link in archive: {_show(member.name)}")
     if member.ischr() or member.isblk() or member.isfifo():
         raise ArchiveError(f"refusing device or special file in archive: {_show(member.name)}")
-    raise ArchiveError(f"refusing member of unsupported type {member.type!r} in archive: {_show(member.name)}")
+    raise ArchiveError(f"refusing member of unsupported type {member.type!r}: {_show(member.name)}")
 
 
 def normalize(name: str) -> str:
@@ -431,10 +432,8 @@ class _Tree:
         for part in rest.split("/") if rest else []:
             here = f"{here}/{part}" if here else part
             if here not in self._made:
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
                 self._made.add(here)
             fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             self._stack.append((here, fd))
@@ -528,7 +527,8 @@ class SafeArchive:
             detail = getattr(err, "strerror", None) or err
             raise ArchiveError(f"{self.path}: not a readable recording archive ({detail})") from err
         except (RecursionError, UnicodeError, ValueError, OverflowError) as err:
-            raise ArchiveError(f"{self.path}: not a readable recording archive ({type(err).__name__})") from None
+            name = type(err).__name__
+            raise ArchiveError(f"{self.path}: not a readable recording archive ({name})") from None
 
     def extract(self, dest: str) -> None:
         """Write the checked members into the existing, empty directory ``dest``."""

@@ -182,7 +182,7 @@ def _extract_into(archive: SafeArchive, place: str | None) -> str:
     try:
         tree = scratch.new_tree(place)
     except OSError as err:
-        raise ArchiveError(f"{archive.path}: cannot make a folder to unpack it ({err.strerror or err})") from err
+        raise ArchiveError(f"{archive.path}: cannot make a folder to unpack it ({err.strerror})") from err
     try:
         archive.extract(tree)
     except OSError as err:

@@ -14,6 +14,7 @@ quarter of what is free there); anything larger goes to the disk's temporary fol
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import re
@@ -71,7 +72,8 @@ def _process_dir(base: str) -> str:
         if base not in _dirs:
             sweep(base)
             path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)
-            fd = os.open(os.path.join(path, LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(os.path.join(path, LOCK), flags, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             _dirs[base] = (path, fd)
             _install_cleanup()
@@ -86,10 +88,8 @@ def cleanup() -> None:
             continue
         path, fd = entry
         shutil.rmtree(path, ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _install_cleanup() -> None:
