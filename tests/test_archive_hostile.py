@@ -15,6 +15,8 @@ import tarfile
 import zlib
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from topodoc.probe import archive as arch
 from topodoc.probe.archive import ArchiveError, extract_archive
@@ -285,3 +287,41 @@ def test_chained_extended_headers_are_refused(tmp_path):
     path.write_bytes(packer.compress(data) + packer.flush())
     with pytest.raises(ArchiveError, match="extended headers in a row"):
         extract_archive(str(path), str(tmp_path))
+
+
+# -- any mix of members: refused whole, or extracted with every link inside ---------------------
+
+NAMES_POOL = ["fs", "fs/a", "fs/a/b", "fs/a/b/c", "fs/l", "fs/a/l", "fs/a/b/l", "fs/m", "x"]
+TARGETS = [".", "..", "../..", "../../..", "a", "l", "l/..", "l/../..", "a/l/../..", "m/../l/..",
+           "b/l/../../..", "/", "/etc", "l/l", "m"]
+MEMBER = st.tuples(
+    st.sampled_from(NAMES_POOL),
+    st.sampled_from(["file", "dir", "sym", "lnk"]),
+    st.sampled_from(TARGETS),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(MEMBER, min_size=1, max_size=8))
+def test_any_member_mix_is_refused_before_writing_or_stays_inside(tmp_path_factory, mix):
+    base = tmp_path_factory.mktemp("mix")
+    sentinel = base / "sentinel"
+    sentinel.mkdir()
+    (sentinel / "existing").write_bytes(b"precious\n")
+    members = [(name, kind, b"x" if kind == "file" else (None if kind == "dir" else target))
+               for name, kind, target in mix]
+    path = build(base / "mix.tar.gz", [META, *members])
+    dest = base / "scratch" / "deep" / "er"
+    dest.mkdir(parents=True)
+    before = snapshot(base)
+    try:
+        extract_archive(path, str(dest))
+    except ArchiveError as err:
+        assert os.listdir(dest) == [] and "\n" not in str(err)
+    else:
+        root = os.path.realpath(dest)
+        for full in snapshot(dest):
+            real = os.path.realpath(full)
+            assert real == root or real.startswith(root + os.sep), (full, real)
+    after = {p: v for p, v in snapshot(base).items() if not p.startswith(str(dest) + os.sep)}
+    assert after == before

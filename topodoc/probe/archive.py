@@ -43,6 +43,8 @@ MAX_HEADER_CHAIN = 8  # extended headers in front of one member
 MAX_NAME = 4096  # PATH_MAX
 MAX_COMPONENT = 255  # NAME_MAX
 MAX_LINK_HOPS = 40  # what Linux allows before ELOOP
+MAX_DEPTH = 256  # folders in a resolved link target (sysfs goes ~15 deep)
+MAX_LINK_STEPS = 500_000  # path components walked resolving every link of one archive
 MAX_ERROR = 300
 MAX_READ = 1024 * 1024  # no single read of the decompressed stream may ask for more
 MAX_STREAM_BYTES = MAX_TOTAL_BYTES + 64 * 1024 * 1024  # data plus every header and padding
@@ -322,6 +324,7 @@ class _Namespace:
         self.kinds: dict[str, str] = {}  # explicit members
         self.implied: set[str] = set()  # folders that hold a member
         self.links: dict[str, str] = {}
+        self.steps = 0
 
     def add(self, entry: Entry) -> None:
         name = entry.name
@@ -356,6 +359,9 @@ class _Namespace:
         chain.append(name)
         parts = name.split("/")[:-1]
         for part in self.links[name].split("/"):
+            self.steps += 1
+            if self.steps > MAX_LINK_STEPS or len(parts) > MAX_DEPTH:
+                raise ArchiveError(f"refusing archive whose symlinks are too deep or too many: {_show(name)}")
             if part in ("", "."):
                 continue
             if part == "..":
@@ -535,7 +541,7 @@ class SafeArchive:
         if os.listdir(dest):
             raise ArchiveError(f"refusing to extract into a folder that is not empty: {dest}")
         self._guard(_write, self.plan, dest)
-        _verify_links(dest)
+        self._guard(lambda _raw: _verify_links(dest))
 
     def close(self) -> None:
         self._raw.close()
