@@ -325,3 +325,17 @@ def test_any_member_mix_is_refused_before_writing_or_stays_inside(tmp_path_facto
             assert real == root or real.startswith(root + os.sep), (full, real)
     after = {p: v for p, v in snapshot(base).items() if not p.startswith(str(dest) + os.sep)}
     assert after == before
+
+
+@pytest.mark.parametrize("pax", [
+    {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "fs/s", "GNU.sparse.realsize": "9"},
+    {"GNU.sparse.map": "0,1", "GNU.sparse.size": "1", "GNU.sparse.name": "fs/s"},
+])
+def test_sparse_members_are_refused(tmp_path, pax):
+    info = tarfile.TarInfo("fs/s")
+    info.size, info.pax_headers = 1, pax
+    path = tmp_path / "sparse.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(ArchiveError, match="sparse member"):
+        extract_archive(str(path), str(tmp_path / "none"))

@@ -258,6 +258,8 @@ class Plan:
 
 
 def _kind(member: tarfile.TarInfo) -> str:
+    if member.sparse is not None:
+        raise ArchiveError(f"refusing sparse member in archive: {_show(member.name)}")
     if member.type in (tarfile.REGTYPE, tarfile.AREGTYPE):
         return _FILE
     if member.isdir():
