@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
-MAX_MEMBERS = 50_000  # a recording of a DGX A100 holds ~2,100 members
+MAX_MEMBERS = 20_000  # the largest bundled recording (8xgpu-roce-2s) holds 2,149 members
 MAX_HEADER_BYTES = 64 * 1024  # one PAX / GNU long-name header
 MAX_HEADERS_TOTAL = 8 * 1024 * 1024  # all of them together
 MAX_HEADER_CHAIN = 8  # extended headers in front of one member
@@ -402,7 +402,8 @@ def scan(raw) -> Plan:
             if plan.total_bytes > KEEP_BYTES:
                 plan.data = None
             else:
-                plan.data[len(plan.entries) - 1] = _read_all(tar.extractfile(member))
+                data = _read_all(tar.extractfile(member)) if entry.size else b""
+                plan.data[len(plan.entries) - 1] = data
     space.check_links()
     for member in links:
         _data_filter(member)
