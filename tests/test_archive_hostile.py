@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -340,3 +341,22 @@ def test_sparse_members_are_refused(tmp_path, pax):
         tar.addfile(info, io.BytesIO(b"x"))
     with pytest.raises(ArchiveError, match="sparse member"):
         extract_archive(str(path), str(tmp_path / "none"))
+
+
+def test_large_archives_are_read_twice_and_must_not_change_in_between(tmp_path, monkeypatch):
+    monkeypatch.setattr(arch, "KEEP_BYTES", 16)  # past it the write pass reads the archive again
+    members = [META, ("fs/a", "file", b"a" * 100), ("fs/l", "sym", "a")]
+    path = build(tmp_path / "ok.tar.gz", members)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    assert extract_archive(path, str(dest)).data is None
+    assert (dest / "fs" / "l").read_bytes() == b"a" * 100
+    with arch.SafeArchive(path) as opened:  # checked; then swapped in place for a hostile one
+        evil = build(tmp_path / "evil.tar.gz", [*members[:2], ("fs/l", "sym", up_to(tmp_path / "x"))])
+        with open(path, "r+b") as same_file:
+            same_file.write(Path(evil).read_bytes())
+        other = tmp_path / "other"
+        other.mkdir()
+        with pytest.raises(ArchiveError, match="changed while it was being read"):
+            opened.extract(str(other))
+    assert not (other / "fs" / "l").is_symlink()
