@@ -360,3 +360,16 @@ def test_large_archives_are_read_twice_and_must_not_change_in_between(tmp_path, 
         with pytest.raises(ArchiveError, match="changed while it was being read"):
             opened.extract(str(other))
     assert not (other / "fs" / "l").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_named_like_a_recording_is_refused_without_blocking(tmp_path, kind):
+    path = tmp_path / "endless.tar.gz"
+    if kind == "fifo":
+        os.mkfifo(path)  # nobody writes: opening it for reading would wait forever
+    else:
+        path.symlink_to("/dev/zero")  # endless zeros
+    proc = subprocess.run([sys.executable, "-m", "topodoc", "probe", "--from", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "not a regular file" in proc.stderr

@@ -28,6 +28,7 @@ import gzip
 import io
 import os
 import posixpath
+import stat
 import tarfile
 import tempfile
 import time
@@ -509,15 +510,26 @@ def _write_streamed(tree: _Tree, raw, plan: Plan) -> None:
 # -- the entry point -----------------------------------------------------------------------------
 
 
+def open_regular(path: str):
+    """``path`` open for reading in binary, refused unless it is a regular file (a FIFO or a device
+    named ``x.tar.gz`` would block or never end); opening never blocks."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise ArchiveError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ArchiveError(f"{path}: not a recording archive (not a regular file)")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 class SafeArchive:
     """A recording archive open for a safe extraction: ``plan`` (checked on opening), ``extract``."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        try:
-            self._raw = open(path, "rb")  # noqa: SIM115 (closed by close())
-        except OSError as err:
-            raise ArchiveError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
+        self._raw = open_regular(path)
         try:
             size = os.fstat(self._raw.fileno()).st_size
             if size > MAX_ARCHIVE_BYTES:

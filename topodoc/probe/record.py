@@ -33,7 +33,7 @@ from pathlib import Path
 from topodoc import __version__
 from topodoc.model import GapReason
 from topodoc.probe import scratch
-from topodoc.probe.archive import ArchiveError, Members, SafeArchive, write_archive
+from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
 from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.recordfs import RecordingFs
 
@@ -197,7 +197,7 @@ def _extract_into(archive: SafeArchive, place: str | None) -> str:
 def _digest(path: str) -> str:
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as err:
