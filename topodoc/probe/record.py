@@ -11,10 +11,12 @@
 With ``SOURCE_DATE_EPOCH`` set (reproducible-builds.org), ``recorded_at`` and every timestamp in the
 archive are that instant, so the same machine state always gives the same archive bytes.
 
-``open_recording`` extracts safely (see :mod:`topodoc.probe.archive`) into a temporary directory.
-Each archive is extracted once per process (keyed by the SHA-256 of its bytes; at most
-:data:`CACHE_SIZE` trees kept, removed at exit) and every call gets a fresh Host over that read-only
-tree, so a process that replays the same recording many times (tests, the agent) pays once.
+``open_recording`` checks the whole archive, then extracts it (see :mod:`topodoc.probe.archive`)
+into a scratch folder (see :mod:`topodoc.probe.scratch`: ``/dev/shm`` for small trees, removed at
+exit and on SIGTERM/SIGHUP, swept when a killed process left one). Each archive is extracted once per
+process (keyed by the SHA-256 of its bytes; at most :data:`CACHE_SIZE` trees kept) and every call
+gets a fresh Host over that tree, so a process that replays the same recording many times (tests,
+the agent) pays once.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import json
 import os
 import posixpath
 import re
-import tempfile
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,7 +33,8 @@ from pathlib import Path
 
 from topodoc import __version__
 from topodoc.model import GapReason
-from topodoc.probe.archive import ArchiveError, Members, extract_archive, write_archive
+from topodoc.probe import scratch
+from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
 from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.recordfs import RecordingFs
 
@@ -148,7 +150,7 @@ def open_recording(path) -> Host:
     return open_directory(directory, label=str(path))
 
 
-_cache: dict[str, tempfile.TemporaryDirectory] = {}
+_cache: dict[str, str] = {}
 _cache_lock = threading.Lock()
 
 
@@ -156,52 +158,48 @@ def _extracted(path: str) -> str:
     key = _digest(path)
     with _cache_lock:
         if key not in _cache:
-            workdir = _extract_to_scratch(path)
+            tree = _extract_to_scratch(path)
             if len(_cache) >= CACHE_SIZE:
-                _cache.pop(next(iter(_cache))).cleanup()
-            _cache[key] = workdir
-        return _cache[key].name
+                scratch.remove_tree(_cache.pop(next(iter(_cache))))
+            _cache[key] = tree
+        return _cache[key]
 
 
-def scratch_dir() -> str | None:
-    """Where replay trees go: ``$TMPDIR`` when the user set it, else ``/dev/shm`` when it is a writable
-    tmpfs, else Python's default. A recording is ~2,000 small files; on a VM disk writing them to /tmp
-    took 1.6 s against 0.2 s on tmpfs (measured on the development VM), and every --from pays it."""
-    if os.environ.get("TMPDIR"):
-        return None
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+def _extract_to_scratch(path: str) -> str:
+    """Check the whole archive, then extract it into :func:`scratch.place_for` its size (``/dev/shm``
+    when small enough); when writing there fails (a small ``/dev/shm`` in a container), once more in
+    the default temporary directory."""
+    with SafeArchive(path) as archive:
+        place = scratch.place_for(archive.plan.footprint)
+        if place is not None:
+            try:
+                return _extract_into(archive, place)
+            except ArchiveError as err:
+                if not isinstance(err.__cause__, OSError):
+                    raise
+        return _extract_into(archive, None)
 
 
-def _extract_to_scratch(path: str) -> tempfile.TemporaryDirectory:
-    """Extract into :func:`scratch_dir`; when writing there fails (a small ``/dev/shm`` in a
-    container), once more in the default temporary directory."""
-    place = scratch_dir()
-    if place:
-        try:
-            return _extract_into(path, place)
-        except OSError:
-            pass  # the scratch folder cannot be made there
-        except ArchiveError as err:
-            if not isinstance(err.__cause__, OSError):
-                raise
-    return _extract_into(path, None)
-
-
-def _extract_into(path: str, place: str | None) -> tempfile.TemporaryDirectory:
-    workdir = tempfile.TemporaryDirectory(prefix="topodoc-replay-", dir=place)
+def _extract_into(archive: SafeArchive, place: str | None) -> str:
     try:
-        extract_archive(path, workdir.name)
+        tree = scratch.new_tree(place)
+    except OSError as err:
+        raise ArchiveError(f"{archive.path}: cannot make a folder to unpack it ({err.strerror})") from err
+    try:
+        archive.extract(tree)
+    except OSError as err:
+        scratch.remove_tree(tree)
+        raise ArchiveError(f"{archive.path}: cannot unpack it ({err.strerror or err})") from err
     except BaseException:
-        workdir.cleanup()
+        scratch.remove_tree(tree)
         raise
-    return workdir
+    return tree
 
 
 def _digest(path: str) -> str:
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as err:
