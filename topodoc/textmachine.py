@@ -1,0 +1,532 @@
+"""The partial machine that text inputs describe, as the same :class:`~topodoc.model.Snapshot` the probe
+fills, so ``derive()`` and the hardware and joined rules run on it unchanged.
+
+Each input adds what it knows: a whole-machine file (NCCL topology XML, hwloc XML, ``topodoc probe
+--json``) is the base; ``lspci`` adds the PCIe tree, links and ACS; ``nvidia-smi -q`` GPU models, PCIe
+generation/width and fabric state; ``nvidia-smi nvlink -s`` link states; ``ibstat``/``ibv_devinfo`` ports;
+``ibdev2netdev``/``show_gids`` netdevs and GIDs; an NCCL log each rank's GPU index and bus id; ``nvidia-smi
+topo -m`` GPU/NIC pairs and NUMA. What no input gave stays ``None``, and the snapshot's gaps say so.
+
+``topo -m`` alone has no PCI addresses: the devices are then placed on a *stand-in* PCIe tree built so that
+every pair has the class the matrix printed (PIX/PXB/PHB/NODE/SYS), with addresses in the unused PCI
+domain ``fffe`` that :func:`cite` turns back into the matrix's names in every finding. Rules that need
+what no input gave are reported as skipped with what to add (:func:`rules_to_skip`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field, replace
+
+from topodoc import pciaddr
+from topodoc.model import (
+    ConnectionMatrix,
+    Gap,
+    GapReason,
+    Gpu,
+    GpuPair,
+    Nic,
+    NicPort,
+    NvLink,
+    PciDevice,
+    Snapshot,
+)
+from topodoc.parsers.detect import title
+from topodoc.parsers.rdma_text import merge_nic
+from topodoc.textinputs import HARDWARE_KINDS, TextInput
+
+STAND_IN_DOMAIN = 0xFFFE
+SOURCE = "text inputs"
+_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass(frozen=True)
+class TextMachine:
+    snapshot: Snapshot
+    provenance: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (input kind, "file:line")
+    labels: dict[str, str] = field(default_factory=dict)  # stand-in PCI address -> "GPU0 (topo -m)"
+    facets: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()
+
+
+class _Builder:
+    def __init__(self, base: Snapshot | None) -> None:
+        self.base = base or Snapshot(source=SOURCE)
+        self.pci: dict[str, PciDevice] = dict(self.base.pci)
+        self.gpus: dict[int, Gpu] = {g.index: g for g in self.base.gpus}
+        self.nics: dict[str, Nic] = {n.name: n for n in self.base.nics}
+        self.pairs: dict[tuple[int, int], GpuPair] = {(p.a, p.b): p for p in self.base.gpu_pairs}
+        self.gaps: list[Gap] = list(self.base.gaps)
+        self.prov: dict[str, tuple[str, str]] = {}
+        self.labels: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.matrix: ConnectionMatrix | None = self.base.smi_topo
+        self.matrix_path = ""
+        self.driver = self.base.driver
+        self.numa = self.base.numa
+        self.host = self.base.host
+        self.facts: set[str] = set()
+
+    # ---- GPUs ----
+    def gpu(self, gpu: Gpu, kind: str, where: str) -> None:
+        """Merge by PCI address when both are known, else by index."""
+        index = gpu.index
+        if gpu.pci_address:
+            index = next((i for i, g in self.gpus.items() if g.pci_address == gpu.pci_address), index)
+        old = self.gpus.get(index)
+        if old is not None and old.pci_address and gpu.pci_address and old.pci_address != gpu.pci_address:
+            self.notes.append(f"GPU{index}: {where} gives bus id {gpu.pci_address}, another input "
+                              f"{old.pci_address}; kept {old.pci_address}")
+            gpu = replace(gpu, pci_address=old.pci_address)
+        self.gpus[index] = _merge(old, replace(gpu, index=index)) if old else replace(gpu, index=index)
+        self.prov.setdefault(f"gpu{index}", (kind, where))
+
+    def nic(self, nic: Nic, kind: str, where: str, lines: dict[str, int], path: str) -> None:
+        self.nics[nic.name] = merge_nic(self.nics[nic.name], nic) if nic.name in self.nics else nic
+        for port in nic.ports:
+            line = lines.get(f"{nic.name}:{port.port}")
+            if line:
+                self.prov[f"{nic.name}:{port.port}"] = (kind, f"{path}:{line}")
+        self.prov.setdefault(nic.name, (kind, where))
+
+    def snapshot(self) -> Snapshot:
+        return replace(self.base, source=self.base.source if self.base.source != "live" else SOURCE,
+                       pci=self.pci, gpus=tuple(self.gpus[i] for i in sorted(self.gpus)),
+                       nics=tuple(self.nics.values()), gpu_pairs=tuple(self.pairs[k] for k in sorted(self.pairs)),
+                       smi_topo=self.matrix, gaps=tuple(self.gaps), driver=self.driver, numa=self.numa,
+                       host=self.host)
+
+
+def _merge(old, new):
+    """``new``'s known (non-None, non-empty) fields over ``old``'s."""
+    values = {f.name: getattr(new, f.name) for f in dataclasses.fields(new)
+              if getattr(new, f.name) not in (None, (), {}) and f.name != "lost"}
+    return replace(old, **values)
+
+
+def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> TextMachine | None:
+    """The machine the hardware inputs describe (None when no input describes hardware); ``logs`` (an NCCL
+    log analysis) adds each rank's GPU index and bus id; ``base`` (``--from``) is overlaid."""
+    hardware = [i for i in inputs if i.kind in HARDWARE_KINDS and i.parsed is not None]
+    if not hardware and base is None:
+        return None
+    wholes = [i for i in hardware if i.kind in ("topodoc-json", "nccl-topo-xml", "hwloc-xml")]
+    if base is None and wholes:
+        base = replace(wholes[0].parsed, source=f"{title(wholes[0].kind)} {wholes[0].path}")
+        if len(wholes) > 1:
+            b = _Builder(base)
+            b.notes.append(f"{len(wholes)} whole-machine files: {wholes[0].path} is the base, the others ignored")
+    b = _Builder(base)
+    for item in wholes:
+        for g in item.parsed.gpus:
+            b.prov.setdefault(f"gpu{g.index}", (item.kind, item.path))
+        for a in item.parsed.pci:
+            b.prov.setdefault(a, (item.kind, item.path))
+        b.facts.add("whole")
+        if item.kind == "topodoc-json" or (item.kind == "nccl-topo-xml" and "<gpu" in item.text):
+            b.facts.add("nvlink-listed")
+    for item in hardware:
+        if item.kind in _APPLY:
+            _APPLY[item.kind](b, item)
+    if logs is not None:
+        _apply_log(b, logs)
+    _place_from_matrix(b)
+    snapshot = b.snapshot()
+    return TextMachine(snapshot, b.prov, b.labels, _facets(snapshot, b.facts), tuple(b.notes))
+
+
+# ---- per-kind overlays ----
+
+def _apply_lspci(b: _Builder, item: TextInput) -> None:
+    res = item.parsed
+    for address, dev in res.devices.items():
+        b.pci[address] = _merge(b.pci[address], dev) if address in b.pci else dev
+        info = res.info.get(address)
+        b.prov[address] = ("lspci", f"{item.path}:{info.line}" if info else item.path)
+    if res.form == "verbose":
+        b.facts.add("lspci-verbose")
+    nvidia = sorted(a for a, d in res.devices.items()
+                    if d.vendor_id == 0x10DE and d.class_code is not None and d.class_code >> 16 == 0x03)
+    known = {g.pci_address for g in b.gpus.values()}
+    if nvidia and not any(a in known for a in nvidia):
+        if b.gpus and all(g.pci_address is None for g in b.gpus.values()) and len(b.gpus) == len(nvidia):
+            for i, a in zip(sorted(b.gpus), nvidia, strict=True):
+                b.gpus[i] = replace(b.gpus[i], pci_address=a)
+        elif not b.gpus:
+            for i, a in enumerate(nvidia):
+                b.gpu(Gpu(index=i, pci_address=a), "lspci", b.prov[a][1])
+        b.gaps.append(Gap("GPU indexes", GapReason.NOT_RECORDED, item.path,
+                          "lspci gives no GPU indexes: taken in PCI bus order, as nvidia-smi numbers them"))
+    for gpu in list(b.gpus.values()):
+        dev = b.pci.get(gpu.pci_address or "")
+        if dev is not None and gpu.numa_node is None and dev.numa_node is not None:
+            b.gpus[gpu.index] = replace(gpu, numa_node=dev.numa_node)
+
+
+def _apply_smi_q(b: _Builder, item: TextInput) -> None:
+    res = item.parsed
+    for gpu, query in zip(res.gpus, res.queries, strict=True):
+        b.gpu(gpu, item.kind, f"{item.path}:{query.line}" if res.form == "text" else item.path)
+        if query.remapped_rows_failure and query.remapped_rows_failure.lower() == "yes":
+            b.notes.append(f"GPU{gpu.index}: nvidia-smi -q says Remapping Failure Occurred: Yes "
+                           f"({item.path}:{query.line}): the GPU needs service")
+        if query.ecc_uncorrectable_volatile:
+            b.notes.append(f"GPU{gpu.index}: {query.ecc_uncorrectable_volatile} volatile uncorrectable ECC "
+                           f"error(s) ({item.path}:{query.line})")
+    if res.driver.driver_version:
+        b.driver = replace(b.driver, driver_version=res.driver.driver_version,
+                           cuda_driver_version=res.driver.cuda_driver_version)
+
+
+def _apply_nvlink(b: _Builder, item: TextInput) -> None:
+    res = item.parsed
+    if res.form != "status":
+        b.notes.append(f"{item.path}: nvidia-smi nvlink {'-e' if res.form == 'errors' else '-c'} gives link "
+                       "numbers, not their state (nvidia-smi nvlink -s does)")
+    for g in res.gpus:
+        links = g.links
+        old = b.gpus.get(g.index)
+        if old is not None and old.nvlinks and res.form == "status":
+            remote = {link.link: link for link in old.nvlinks}
+            links = tuple(replace(remote[n.link], active=n.active) if n.link in remote else n for n in links)
+        b.gpu(Gpu(index=g.index, name=g.name, uuid=g.uuid, nvlinks=links), "nvlink", f"{item.path}:{g.line}")
+        if res.form == "status":
+            b.facts.add("nvlink-status")
+
+
+def _apply_rdma(b: _Builder, item: TextInput) -> None:
+    res = item.parsed
+    for nic in res.nics:
+        address = res.inferred_pci.get(nic.name)
+        if address and nic.pci_address is None:
+            nic = replace(nic, pci_address=address)
+            b.notes.append(f"{nic.name}: PCI address {address} read from its netdev name {nic.netdevs[0]} "
+                           f"({item.path})")
+        b.nic(nic, item.kind, f"{item.path}:{res.lines.get(nic.name, 0)}", res.lines, item.path)
+    if res.tool == "ibdev2netdev":
+        down = [k for k, v in res.netdev_links.items() if v == "Down"]
+        if down:
+            b.notes.append(f"ibdev2netdev shows {len(down)} port(s) whose netdev is Down ({', '.join(down[:4])}); "
+                           "on InfiniBand this is the IPoIB interface, not the port state (ibstat says that)")
+
+
+def _apply_matrix(b: _Builder, item: TextInput) -> None:
+    matrix: ConnectionMatrix = item.parsed
+    if matrix.kind == "p2p":
+        for row, cells in matrix.links.items():
+            for col, cell in cells.items():
+                a, c = _gpu_number(row), _gpu_number(col)
+                if a is not None and c is not None and a < c:
+                    old = b.pairs.get((a, c), GpuPair(a, c))
+                    b.pairs[(a, c)] = replace(old, **{f"p2p_{_P2P_FIELD.get(matrix.p2p_mode, 'read')}": cell})
+        return
+    b.matrix, b.matrix_path = matrix, item.path
+    b.facts.add("matrix")
+    lines = _matrix_lines(item.text)
+    for g in matrix.gpus:
+        index = _gpu_number(g.name)
+        if index is None:
+            continue
+        numa = int(g.numa_affinity) if g.numa_affinity and g.numa_affinity.isdigit() else None
+        b.gpu(Gpu(index=index, numa_node=numa, cpu_affinity=g.cpu_affinity), "smi-topo",
+              f"{item.path}:{lines.get(g.name, 0)}")
+    for n in matrix.nics:
+        name = n.device or n.name
+        if name not in b.nics:
+            b.nic(Nic(name=name, kind=_nic_kind(name)), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {},
+                  item.path)
+    for row, cells in matrix.links.items():
+        for col, cell in cells.items():
+            a, c = _gpu_number(row), _gpu_number(col)
+            if a is not None and c is not None and a < c and cell.startswith("NV"):
+                b.pairs[(a, c)] = replace(b.pairs.get((a, c), GpuPair(a, c)), p2p_nvlink="OK")
+
+
+_P2P_FIELD = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics"}
+
+
+def _apply_log(b: _Builder, logs) -> None:
+    hosts = {r.host for r in logs.ranks if r.host}
+    for rank in logs.ranks:
+        if rank.nvml_dev is None or (len(hosts) > 1 and rank.host != sorted(hosts)[0]):
+            continue
+        where = f"{rank.evidence.file}:{rank.evidence.line}" if rank.evidence else "NCCL log"
+        if rank.nvml_dev in b.gpus or not b.gpus or b.facts & {"whole"}:
+            if rank.nvml_dev not in b.gpus and b.gpus:
+                continue
+            b.gpu(Gpu(index=rank.nvml_dev, pci_address=rank.bus_id), "nccl-log", where)
+    if len(hosts) > 1:
+        b.notes.append(f"the NCCL log spans {len(hosts)} hosts: GPU bus ids taken from {sorted(hosts)[0]}")
+
+
+_APPLY = {"lspci": _apply_lspci, "nvidia-smi-q": _apply_smi_q, "nvidia-smi-q-xml": _apply_smi_q,
+          "nvlink": _apply_nvlink, "ibstat": _apply_rdma, "ibv-devinfo": _apply_rdma,
+          "ibdev2netdev": _apply_rdma, "show-gids": _apply_rdma, "smi-topo": _apply_matrix}
+
+
+def _gpu_number(name: str) -> int | None:
+    m = re.fullmatch(r"GPU(\d+)", name)
+    return int(m[1]) if m else None
+
+
+def _nic_kind(name: str) -> str:
+    if name.startswith("efa"):
+        return "efa"
+    if name.startswith(("mlx", "ib", "hfi", "qib")):
+        return "ib"
+    if name.startswith(("bnxt_re", "irdma", "qedr", "rocep", "roce", "erdma", "ionic")):
+        return "roce"
+    return "unknown"
+
+
+def _matrix_lines(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        m = re.match(r"^\s*((?:GPU|NIC)\d+)\s", line)
+        if m and m[1] not in out and not re.match(r"^\s*GPU0\s+GPU1", line):
+            out[m[1]] = number
+    return out
+
+
+# ---- stand-in placement from topo -m ----
+
+def _place_from_matrix(b: _Builder) -> None:
+    """Place the matrix's GPUs and NICs on a stand-in tree when no input gave their PCI placement."""
+    matrix = b.matrix
+    if matrix is None or any(g.pci_address in b.pci for g in b.gpus.values()):
+        return
+    names = [g.name for g in matrix.gpus] + [n.name for n in matrix.nics]
+    cell = {(r, c): v for r, cells in matrix.links.items() for c, v in cells.items()}
+    numa = {g.name: g.numa_affinity for g in matrix.gpus}
+    groups = {level: _clusters(names, cell, numa, level) for level in ("PIX", "PXB", "PHB", "NODE")}
+    alloc = _Alloc()
+    nic_names = {n.name: n.device or n.name for n in matrix.nics}
+    addresses: dict[str, str] = {}
+    for node_i, node in enumerate(_sorted_groups(groups["NODE"], names)):
+        numa_id = _numa_id(node, numa, node_i)
+        for hb in _sub(groups["PHB"], node, names):
+            host_bridge = f"pci{STAND_IN_DOMAIN:04x}:{alloc.bus:02x}"
+            for pxb in _sub(groups["PXB"], hb, names):
+                root = alloc.bridge(b, None, host_bridge, numa_id, "root_port")
+                pix_groups = _sub(groups["PIX"], pxb, names)
+                top = alloc.bridge(b, root, None, numa_id, "upstream") if len(pxb) > 1 else root
+                for pix in pix_groups:
+                    parent = top
+                    if len(pix) > 1:
+                        down = alloc.bridge(b, top, None, numa_id, "downstream") if len(pix_groups) > 1 else top
+                        parent = alloc.bridge(b, down, None, numa_id, "upstream") if len(pix_groups) > 1 else top
+                    for name in pix:
+                        port = alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
+                        addresses[name] = alloc.leaf(b, port, numa_id, name, nic_names)
+    for name, address in addresses.items():
+        label = f"{name}" + (f" ({nic_names[name]})" if name in nic_names and nic_names[name] != name else "")
+        b.labels[address] = f"{label} [topo -m]"
+        index = _gpu_number(name)
+        if index is not None and index in b.gpus:
+            b.gpus[index] = replace(b.gpus[index], pci_address=address)
+        elif name in nic_names and nic_names[name] in b.nics:
+            b.nics[nic_names[name]] = replace(b.nics[nic_names[name]], pci_address=address)
+        b.prov[address] = ("smi-topo", b.matrix_path)
+    for address in list(b.pci):
+        if address.startswith(f"{STAND_IN_DOMAIN:04x}:") and address not in b.labels:
+            b.labels[address] = "a stand-in bridge [topo -m]"
+    b.gaps.append(Gap("PCI placement", GapReason.NOT_RECORDED, b.matrix_path,
+                      "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them"))
+    b.facts.add("placement-from-matrix")
+
+
+class _Alloc:
+    def __init__(self) -> None:
+        self.bus = 1
+
+    def _next(self) -> str:
+        address = f"{STAND_IN_DOMAIN:04x}:{self.bus:02x}:00.0"
+        self.bus = (self.bus + 1) % 256
+        return address
+
+    def bridge(self, b: _Builder, parent: str | None, host_bridge: str | None, numa: int, port: str) -> str:
+        address = self._next()
+        b.pci[address] = PciDevice(address=address, class_code=0x060400, parent=parent, host_bridge=host_bridge,
+                                   numa_node=numa, port_type=port)
+        return address
+
+    def leaf(self, b: _Builder, parent: str, numa: int, name: str, nic_names: dict[str, str]) -> str:
+        address = self._next()
+        cls = 0x030200 if name.startswith("GPU") else 0x020700
+        b.pci[address] = PciDevice(address=address, class_code=cls, parent=parent, numa_node=numa,
+                                   port_type="endpoint")
+        return address
+
+
+def _clusters(names: list[str], cell: dict, numa: dict, level: str) -> list[set[str]]:
+    """Union-find: a and b together when the matrix puts them at ``level`` or closer (for NODE, also the
+    same NUMA affinity); NV# cells say nothing about PCIe and join nothing."""
+    parent = {n: n for n in names}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    rank = _LEVELS.index(level)
+    for (a, c), v in cell.items():
+        if a in parent and c in parent and v in _LEVELS and _LEVELS.index(v) <= rank:
+            parent[find(a)] = find(c)
+    if level == "NODE":
+        by_numa: dict[str, str] = {}
+        for name, node in numa.items():
+            if node and node not in ("N/A",):
+                if node in by_numa:
+                    parent[find(name)] = find(by_numa[node])
+                by_numa.setdefault(node, name)
+    groups: dict[str, set[str]] = {}
+    for n in names:
+        groups.setdefault(find(n), set()).add(n)
+    return list(groups.values())
+
+
+def _order(names: list[str]):
+    return lambda group: min(names.index(n) for n in group)
+
+
+def _sorted_groups(groups: list[set[str]], names: list[str]) -> list[list[str]]:
+    return [sorted(g, key=names.index) for g in sorted(groups, key=_order(names))]
+
+
+def _sub(groups: list[set[str]], within: list[str] | set[str], names: list[str]) -> list[list[str]]:
+    inside = set(within)
+    return _sorted_groups([g & inside for g in groups if g & inside], names)
+
+
+def _numa_id(node: list[str], numa: dict, fallback: int) -> int:
+    for name in node:
+        value = numa.get(name)
+        if value and value.isdigit():
+            return int(value)
+    return fallback
+
+
+# ---- what the rules can read ----
+
+def _facets(s: Snapshot, facts: set[str]) -> frozenset[str]:
+    found = set()
+    if s.gpus:
+        found.add("gpus")
+    if s.gpus and all(g.pci_address in s.pci for g in s.gpus):
+        found.add("placement")
+    rdma = [n for n in s.nics if n.kind in ("ib", "roce", "efa")]
+    if rdma:
+        found.add("nics")
+    if any(p.state for n in rdma for p in n.ports):
+        found.add("nic_ports")
+    if any(p.gids for n in rdma for p in n.ports):
+        found.add("gids")
+    if any(d.link.width or d.link.speed_gts for d in s.pci.values()) or any(g.pcie_width for g in s.gpus):
+        found.add("pcie_links")
+    if any(d.acs_ctrl is not None for d in s.pci.values()):
+        found.add("acs")
+    if any(g.nvlinks for g in s.gpus) or any(p.p2p_nvlink for p in s.gpu_pairs):
+        found.add("nvlinks")
+    if "nvlinks" in found or facts & {"matrix", "nvlink-status", "nvlink-listed"}:
+        found.add("nvlink_known")
+    if any(p.p2p_read or p.p2p_write for p in s.gpu_pairs):
+        found.add("p2p")
+    if any(g.fabric for g in s.gpus):
+        found.add("fabric")
+    if any(g.numa_node is not None for g in s.gpus) or any(d.numa_node is not None for d in s.pci.values()):
+        found.add("numa")
+    if s.kernel.release or s.kernel.peermem_module or s.kernel.iommu_mode:
+        found.add("kernel")
+    if any(d.aer for d in s.pci.values()):
+        found.add("aer")
+    if s.process_cpuset:
+        found.add("cpuset")
+    if s.driver.nvml_available:
+        found.add("nvml")
+    return frozenset(found)
+
+
+_ADD = {
+    "gpus": "nvidia-smi -q, nvidia-smi topo -m, or lspci -vvv",
+    "placement": "nvidia-smi topo -m, lspci -vvv (or -tv), or an NCCL topology/hwloc XML",
+    "nics": "ibstat (or ibv_devinfo) and nvidia-smi topo -m",
+    "nic_ports": "ibstat or ibv_devinfo",
+    "gids": "show_gids",
+    "pcie_links": "sudo lspci -vvv or nvidia-smi -q",
+    "acs": "sudo lspci -vvv (ACSCtl lines need root)",
+    "nvlinks": "nvidia-smi nvlink -s or nvidia-smi topo -m",
+    "nvlink_known": "nvidia-smi topo -m or nvidia-smi nvlink -s (whether GPUs have NVLink)",
+    "p2p": "nvidia-smi topo -p2p r",
+    "fabric": "nvidia-smi -q (its Fabric section)",
+    "numa": "nvidia-smi topo -m or lspci -vvv (NUMA node lines)",
+    "kernel": "kernel state (peer memory, IOMMU mode) is not in these texts: run topodoc on the machine",
+    "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
+    "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
+    "nvml": "lost GPUs show only to NVML: run topodoc on the machine",
+}
+_RULE_FACETS = {
+    "pcie-width-reduced": ("pcie_links",), "pcie-speed-reduced": ("pcie_links",),
+    "gpu-p2p-via-cpu": ("placement", "nvlink_known"), "gpu-p2p-unsupported": ("p2p",), "pcie-aer-errors": ("aer",),
+    "gpu-lost": ("nvml",), "nvlink-link-down": ("nvlinks",), "nvlink-bridge-pairs-only": ("nvlinks",),
+    "nvswitch-fabric-incomplete": ("nvlinks", "fabric"), "gdr-prereq-missing": ("kernel",),
+    "gpu-nic-far": ("placement", "nics"), "acs-on-p2p-path": ("placement", "acs"),
+    "iommu-translated": ("kernel",), "gpu-nic-numa-mismatch": ("placement", "nics", "numa"),
+    "numa-node-unknown": ("numa",), "cpuset-excludes-gpu-cpus": ("cpuset",), "rails-shared": ("gpus", "nics"),
+    "ib-port-down": ("nic_ports",), "ib-rate-below-peers": ("nic_ports",), "roce-no-v2-gid": ("gids",),
+    "rail-mismatch": ("placement", "nics"), "p2p-over-pcie-despite-nvlink": ("nvlinks",),
+    "socket-despite-active-ib": ("nic_ports",), "gdr-unused-but-possible": ("kernel", "placement", "nics"),
+    "ib-local-protection-cause": ("acs",), "nccl-tests-busbw-below-expected": ("placement",),
+}
+
+
+def rules_to_skip(machine: TextMachine, rule_ids: list[str]) -> dict[str, str]:
+    """Rule id -> why it is skipped on this text machine and what input would let it run."""
+    out = {}
+    for rule_id in rule_ids:
+        missing = [f for f in _RULE_FACETS.get(rule_id, ()) if f not in machine.facets]
+        if missing:
+            out[rule_id] = "needs " + "; ".join(f"{f.replace('_', ' ')} ({_ADD[f]})" for f in missing)
+    return out
+
+
+# ---- evidence: from sysfs/NVML spellings back to the input lines ----
+
+_ADDR = re.compile(r"(?:[0-9a-f]{4}:)[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_IBPORT = re.compile(r"/sys/class/infiniband/([^/]+)/ports/(\d+)/")
+_NVML = re.compile(r"^nvml\w*\((\d+)\)$|^\w+\((\d+)\)$")
+
+
+def cite(report, machine: TextMachine):
+    """``report`` with each finding's evidence pointing at the input line that gave the value, and
+    stand-in addresses replaced by the matrix's names."""
+    from topodoc.rules.engine import Evidence
+
+    def where_from(ev: Evidence) -> Evidence:
+        key = None
+        if ev.source == "sysfs":
+            port = _IBPORT.search(ev.where)
+            addr = _ADDR.search(ev.where)
+            key = f"{port[1]}:{port[2]}" if port else addr[0] if addr else None
+        elif ev.source == "nvml":
+            m = _NVML.match(ev.where)
+            key = f"gpu{m[1] or m[2]}" if m else None
+        if key and key in machine.provenance:
+            kind, where = machine.provenance[key]
+            return Evidence(title(kind), where, _relabel(ev.value, machine))
+        return Evidence(ev.source, _relabel(ev.where, machine), _relabel(ev.value, machine))
+
+    findings = tuple(replace(f, subject=_relabel(f.subject, machine), message=_relabel(f.message, machine),
+                             fix=_relabel(f.fix, machine) if f.fix else f.fix,
+                             evidence=tuple(where_from(e) for e in f.evidence)) for f in report.findings)
+    return replace(report, findings=findings)
+
+
+def _relabel(text: str, machine: TextMachine) -> str:
+    if not machine.labels or not text:
+        return text
+    return _ADDR.sub(lambda m: machine.labels.get(m[0], m[0]), text)
+
+
+__all__ = ["TextMachine", "build", "cite", "rules_to_skip", "NicPort", "NvLink", "pciaddr"]
