@@ -234,7 +234,8 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
     for n in matrix.nics:
         name = n.device or n.name
         if name not in b.nics:
-            b.nic(Nic(name=name, kind=_nic_kind(name)), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {},
+            kind = _nic_kind(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
+            b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {},
                   item.path)
     for row, cells in matrix.links.items():
         for col, cell in cells.items():
@@ -318,10 +319,11 @@ def _place_from_matrix(b: _Builder) -> None:
                         parent = alloc.bridge(b, down, None, numa_id, "upstream") if len(pix_groups) > 1 else top
                     for name in pix:
                         port = alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
-                        addresses[name] = alloc.leaf(b, port, numa_id, name, nic_names)
+                        addresses[name] = alloc.leaf(b, port, numa_id, name, _known_address(b, name, nic_names))
     for name, address in addresses.items():
         label = f"{name}" + (f" ({nic_names[name]})" if name in nic_names and nic_names[name] != name else "")
-        b.labels[address] = f"{label} [topo -m]"
+        if address.startswith(f"{STAND_IN_DOMAIN:04x}:"):
+            b.labels[address] = f"{label} [topo -m]"
         index = _gpu_number(name)
         if index is not None and index in b.gpus:
             b.gpus[index] = replace(b.gpus[index], pci_address=address)
@@ -334,6 +336,15 @@ def _place_from_matrix(b: _Builder) -> None:
     b.gaps.append(Gap("PCI placement", GapReason.NOT_RECORDED, b.matrix_path,
                       "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them"))
     b.facts.add("placement-from-matrix")
+
+
+def _known_address(b: _Builder, name: str, nic_names: dict[str, str]) -> str | None:
+    """A real bus id another input gave (an NCCL log's rank line, ibdev2netdev's netdev name)."""
+    index = _gpu_number(name)
+    if index is not None and index in b.gpus:
+        return b.gpus[index].pci_address
+    nic = b.nics.get(nic_names.get(name, name))
+    return nic.pci_address if nic else None
 
 
 class _Alloc:
@@ -351,8 +362,8 @@ class _Alloc:
                                    numa_node=numa, port_type=port)
         return address
 
-    def leaf(self, b: _Builder, parent: str, numa: int, name: str, nic_names: dict[str, str]) -> str:
-        address = self._next()
+    def leaf(self, b: _Builder, parent: str, numa: int, name: str, known: str | None) -> str:
+        address = known or self._next()
         cls = 0x030200 if name.startswith("GPU") else 0x020700
         b.pci[address] = PciDevice(address=address, class_code=cls, parent=parent, numa_node=numa,
                                    port_type="endpoint")

@@ -71,7 +71,10 @@ _PCI_ADDR = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 KINDS: tuple[Kind, ...] = (
     Kind("topodoc-json", "topodoc probe --json", _probe_json),
     Kind("nvidia-smi-q-xml", "nvidia-smi -q -x", _xml_root("nvidia_smi_log")),
-    Kind("nccl-topo-xml", "NCCL topology XML", _all(_xml_root("system"), _has(r"<(?:cpu|pci)\s"))),
+    Kind("nccl-topo-xml", "NCCL topology XML", _any(
+        _all(_xml_root("system"), _has(r"<(?:cpu|pci)\s")),
+        _all(_has(r"^\s*<pci busid="), _has(r"^\s*<(?:gpu dev=|nic>|net name=|cpu numaid=)")),
+    )),
     Kind("hwloc-xml", "hwloc XML (lstopo --of xml)", _all(_xml_root("topology"), _has(r"<object\s+type="))),
     Kind("nccl-tests", "nccl-tests output", _any(
         _has(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+"),
@@ -100,7 +103,7 @@ KINDS: tuple[Kind, ...] = (
     )),
     Kind("ibv-devinfo", "ibv_devinfo", _all(
         _has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)"))),
-    Kind("ibdev2netdev", "ibdev2netdev", _has(r"^\S+ port \d+ ==> \S+ \((?:Up|Down)\)")),
+    Kind("ibdev2netdev", "ibdev2netdev", _has(r"^\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
     Kind("show-gids", "show_gids", _any(
         _has(r"^DEV\s+PORT\s+INDEX\s+GID\b"),
         _has(r"^\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s+\S*\s*v[12]\b", 2),

@@ -211,7 +211,7 @@ def _devinfo_port(p: dict) -> NicPort:
 
 # ---- ibdev2netdev ----
 
-_I2N = regex.compile(r"^(?P<dev>\S+) port (?P<port>\d+) ==> (?P<net>\S+) \((?P<st>Up|Down)\)")
+_I2N = regex.compile(r"^(?P<dev>\S+)\s+port\s+(?P<port>\d+)\s+==>\s+(?P<net>\S+)\s+\((?P<st>Up|Down)\)")
 _NETNAME = regex.compile(r"^(?:ib|en|eth)(?:P(?P<dom>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)(?:f(?P<fn>\d+))?")
 
 

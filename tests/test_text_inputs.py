@@ -1,0 +1,129 @@
+"""Text inputs for ``diagnose FILE...``: content detection, parser goldens on real pastes, hostile bytes,
+end-to-end diagnoses from text only, and the NCCL topology export round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import run_cli, run_cli_process
+from tests.text_golden import golden, inputs
+from topodoc.textinputs import parse_text
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "fixtures" / "text" / "cases"
+FIXTURES = inputs()
+DIR_KIND = {"ibstat": "ibstat", "ibdev2netdev": "ibdev2netdev", "nvlink": "nvlink", "lspci": "lspci",
+            "nvidia-smi-q": "nvidia-smi-q", "hwloc-xml": "hwloc-xml", "nccl-topo-xml": "nccl-topo-xml"}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden(path: Path) -> None:
+    assert golden(path) == json.loads(path.with_suffix(".json").read_text())
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_detected_by_content_not_name(path: Path, tmp_path: Path) -> None:
+    renamed = tmp_path / "paste.log"
+    renamed.write_bytes(path.read_bytes())
+    assert parse_text(str(renamed), renamed.read_text()).kind == DIR_KIND[path.parent.name]
+
+
+def test_prose_is_unknown_not_mislabelled() -> None:
+    item = parse_text("x", "Hello, my training job hangs after 10 minutes. Any idea?\nThanks\n")
+    assert item.kind == "unknown" and item.parsed is None and "no known marks" in item.error
+
+
+def test_cut_acs_lines_are_reported_damaged() -> None:
+    item = parse_text("x", (ROOT / "fixtures/text/lspci/acsctl-grep-only.txt").read_text())
+    assert item.kind == "lspci" and item.parsed.devices == {}
+    assert any("no device header" in d for d in item.damaged) and any("cut ACS" in d for d in item.damaged)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FIXTURES), st.integers(min_value=0, max_value=4000), st.binary(max_size=64))
+def test_truncations_and_bytes_never_crash(path: Path, cut: int, junk: bytes) -> None:
+    text = path.read_text()
+    for variant in (text[:cut], text[cut:], text[:cut] + junk.decode("latin-1") + text[cut:]):
+        parse_text("x", variant)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=400))
+def test_arbitrary_text_never_crashes(text: str) -> None:
+    parse_text("x", text)
+
+
+def _diagnose(*files: str) -> dict:
+    result = run_cli("diagnose", "--json", "--fail-on", "critical", *files)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _rules(data: dict) -> set[str]:
+    return {f["rule"] for f in data["findings"]}
+
+
+def test_acs_on_bridges_above_two_gpus_from_lspci_alone() -> None:
+    data = _diagnose(str(CASES / "acs-plx-two-gpus-lspci.txt"))
+    acs = next(f for f in data["findings"] if f["rule"] == "acs-on-p2p-path")
+    assert acs["subject"] == "0000:04:08.0, 0000:04:10.0"
+    assert acs["evidence"][0]["where"].endswith("acs-plx-two-gpus-lspci.txt:11")
+    assert data["inputs"]["hardware"].startswith("from the inputs")
+    assert data["inputs"]["files"][0]["kind"] == "lspci"
+
+
+def test_ibstat_port_down() -> None:
+    data = _diagnose(str(ROOT / "fixtures/text/ibstat/a100-one-port-down.txt"))
+    down = [f for f in data["findings"] if f["rule"] == "ib-port-down"]
+    assert [f["subject"] for f in down] == ["mlx5_1 port 1"]
+    assert down[0]["evidence"][0]["where"].endswith("a100-one-port-down.txt:25")
+    skipped = {s["rule"]: s["reason"] for s in data["skipped"]}
+    assert "show_gids" in skipped["roce-no-v2-gid"]
+
+
+def test_smi_q_gpu_at_x8() -> None:
+    data = _diagnose(str(CASES / "smi-q-gpu-at-x8.txt"))
+    width = [f for f in data["findings"] if f["rule"] == "pcie-width-reduced"]
+    assert [f["subject"] for f in width] == ["GPU1 (0000:2a:00.0)"]
+
+
+def test_gdr_off_log_with_sys_gpu_nic_topo() -> None:
+    data = _diagnose(str(CASES / "l40s-topo-m-nic-sys.txt"), str(ROOT / "fixtures/logs/asymmetric_gdr_peermem.log"))
+    rules = _rules(data)
+    assert {"gpu-nic-far", "nccl-gdr-asymmetric"} <= rules
+    far = next(f for f in data["findings"] if f["rule"] == "gpu-nic-far")
+    assert "SYS" in far["message"] and "fffe" not in json.dumps(far)
+    assert [f["kind"] for f in data["inputs"]["files"]] == ["smi-topo", "nccl-log"]
+
+
+def test_unrecognized_only_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("nothing to see here\n")
+    result = run_cli_process("diagnose", str(path))
+    assert result.returncode == 2 and "no input was recognized" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_export_round_trip_keeps_nccl_paths(tmp_path: Path) -> None:
+    from topodoc.parsers.nccl_topo_xml import parse
+    from topodoc.probe.source import load_snapshot
+    from topodoc.topology.pcitree import nccl_level
+
+    source = ROOT / "fixtures/text/hwloc-xml/nvidia-dgx2.xml"
+    out = tmp_path / "topo.xml"
+    assert run_cli("export", "nccl-topo", "--from", str(source), "-o", str(out)).returncode == 0
+    before, after = load_snapshot(str(source)), parse(out.read_text())
+    assert [g.pci_address for g in after.gpus] == [g.pci_address for g in before.gpus]
+    pairs = [(a.pci_address, b.pci_address) for a in before.gpus for b in before.gpus if a.index < b.index]
+    assert [nccl_level(after.pci, a, b) for a, b in pairs] == [nccl_level(before.pci, a, b) for a, b in pairs]
+    assert {nccl_level(after.pci, a, b) for a, b in pairs} >= {"PIX", "PXB", "SYS"}
+
+
+def test_topo_from_nccl_xml_like_a_recording() -> None:
+    result = run_cli("topo", "--from", str(ROOT / "fixtures/text/nccl-topo-xml/azure-ndv4-topo.xml"))
+    assert result.returncode == 0 and "8 GPUs" in result.stdout
