@@ -17,8 +17,15 @@ from topodoc.textinputs import parse_text
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "text" / "cases"
 FIXTURES = inputs()
-DIR_KIND = {"ibstat": "ibstat", "ibdev2netdev": "ibdev2netdev", "nvlink": "nvlink", "lspci": "lspci",
-            "nvidia-smi-q": "nvidia-smi-q", "hwloc-xml": "hwloc-xml", "nccl-topo-xml": "nccl-topo-xml"}
+DIR_KIND = {
+    "ibstat": "ibstat",
+    "ibdev2netdev": "ibdev2netdev",
+    "nvlink": "nvlink",
+    "lspci": "lspci",
+    "nvidia-smi-q": "nvidia-smi-q",
+    "hwloc-xml": "hwloc-xml",
+    "nccl-topo-xml": "nccl-topo-xml",
+}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -93,7 +100,9 @@ def test_smi_q_gpu_at_x8() -> None:
 
 
 def test_gdr_off_log_with_sys_gpu_nic_topo() -> None:
-    data = _diagnose(str(CASES / "l40s-topo-m-nic-sys.txt"), str(ROOT / "fixtures/logs/asymmetric_gdr_peermem.log"))
+    data = _diagnose(
+        str(CASES / "l40s-topo-m-nic-sys.txt"), str(ROOT / "fixtures/logs/asymmetric_gdr_peermem.log")
+    )
     rules = _rules(data)
     assert {"gpu-nic-far", "nccl-gdr-asymmetric"} <= rules
     far = next(f for f in data["findings"] if f["rule"] == "gpu-nic-far")

@@ -18,8 +18,13 @@ def golden(path: Path) -> dict:
     from topodoc.textinputs import read_input
 
     item = read_input(str(path))
-    return {"kind": item.kind, "also": list(item.also), "error": item.error, "damaged": list(item.damaged),
-            "parsed": to_data(item.parsed)}
+    return {
+        "kind": item.kind,
+        "also": list(item.also),
+        "error": item.error,
+        "damaged": list(item.damaged),
+        "parsed": to_data(item.parsed),
+    }
 
 
 def main(check: bool) -> int:

@@ -14,8 +14,20 @@ from typing import Any
 from topodoc.parsers import detect
 from topodoc.parsers.textread import TextReadError, read_text
 
-HARDWARE_KINDS = ("topodoc-json", "nccl-topo-xml", "hwloc-xml", "nvidia-smi-q", "nvidia-smi-q-xml", "nvlink",
-                  "smi-topo", "lspci", "ibstat", "ibv-devinfo", "ibdev2netdev", "show-gids")
+HARDWARE_KINDS = (
+    "topodoc-json",
+    "nccl-topo-xml",
+    "hwloc-xml",
+    "nvidia-smi-q",
+    "nvidia-smi-q-xml",
+    "nvlink",
+    "smi-topo",
+    "lspci",
+    "ibstat",
+    "ibv-devinfo",
+    "ibdev2netdev",
+    "show-gids",
+)
 LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
 
 
@@ -88,10 +100,19 @@ def _nccl_tests(text: str):
 
 
 PARSERS: dict[str, Callable[[str], Any]] = {
-    "topodoc-json": _probe_json, "nccl-topo-xml": _nccl_topo, "hwloc-xml": _hwloc,
-    "nvidia-smi-q": _smi_q, "nvidia-smi-q-xml": _smi_q, "nvlink": _nvlink, "smi-topo": _smi_topo,
-    "lspci": _lspci, "ibstat": _rdma("ibstat"), "ibv-devinfo": _rdma("ibv_devinfo"),
-    "ibdev2netdev": _rdma("ibdev2netdev"), "show-gids": _rdma("show_gids"), "nccl-tests": _nccl_tests,
+    "topodoc-json": _probe_json,
+    "nccl-topo-xml": _nccl_topo,
+    "hwloc-xml": _hwloc,
+    "nvidia-smi-q": _smi_q,
+    "nvidia-smi-q-xml": _smi_q,
+    "nvlink": _nvlink,
+    "smi-topo": _smi_topo,
+    "lspci": _lspci,
+    "ibstat": _rdma("ibstat"),
+    "ibv-devinfo": _rdma("ibv_devinfo"),
+    "ibdev2netdev": _rdma("ibdev2netdev"),
+    "show-gids": _rdma("show_gids"),
+    "nccl-tests": _nccl_tests,
     # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming);
     # "dmesg": slot for topodoc.parsers.kernel_log (lands separately)
 }
@@ -124,7 +145,12 @@ def parse_text(path: str, text: str) -> TextInput:
     try:
         parsed = parser(text)
     except (ValueError, KeyError, IndexError) as err:  # each parser's *ParseError is a ValueError
-        return TextInput(path, found.kind, found.also, error=f"looks like {detect.title(found.kind)} but "
-                         f"could not be read: {err}", text=text)
+        return TextInput(
+            path,
+            found.kind,
+            found.also,
+            error=f"looks like {detect.title(found.kind)} but could not be read: {err}",
+            text=text,
+        )
     damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
     return TextInput(path, found.kind, found.also, parsed, None, damaged, text)

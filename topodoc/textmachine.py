@@ -76,8 +76,10 @@ class _Builder:
             index = next((i for i, g in self.gpus.items() if g.pci_address == gpu.pci_address), index)
         old = self.gpus.get(index)
         if old is not None and old.pci_address and gpu.pci_address and old.pci_address != gpu.pci_address:
-            self.notes.append(f"GPU{index}: {where} gives bus id {gpu.pci_address}, another input "
-                              f"{old.pci_address}; kept {old.pci_address}")
+            self.notes.append(
+                f"GPU{index}: {where} gives bus id {gpu.pci_address}, another input "
+                f"{old.pci_address}; kept {old.pci_address}"
+            )
             gpu = replace(gpu, pci_address=old.pci_address)
         self.gpus[index] = _merge(old, replace(gpu, index=index)) if old else replace(gpu, index=index)
         self.prov.setdefault(f"gpu{index}", (kind, where))
@@ -91,17 +93,28 @@ class _Builder:
         self.prov.setdefault(nic.name, (kind, where))
 
     def snapshot(self) -> Snapshot:
-        return replace(self.base, source=self.base.source if self.base.source != "live" else SOURCE,
-                       pci=self.pci, gpus=tuple(self.gpus[i] for i in sorted(self.gpus)),
-                       nics=tuple(self.nics.values()), gpu_pairs=tuple(self.pairs[k] for k in sorted(self.pairs)),
-                       smi_topo=self.matrix, gaps=tuple(self.gaps), driver=self.driver, numa=self.numa,
-                       host=self.host)
+        return replace(
+            self.base,
+            source=self.base.source if self.base.source != "live" else SOURCE,
+            pci=self.pci,
+            gpus=tuple(self.gpus[i] for i in sorted(self.gpus)),
+            nics=tuple(self.nics.values()),
+            gpu_pairs=tuple(self.pairs[k] for k in sorted(self.pairs)),
+            smi_topo=self.matrix,
+            gaps=tuple(self.gaps),
+            driver=self.driver,
+            numa=self.numa,
+            host=self.host,
+        )
 
 
 def _merge(old, new):
     """``new``'s known (non-None, non-empty) fields over ``old``'s."""
-    values = {f.name: getattr(new, f.name) for f in dataclasses.fields(new)
-              if getattr(new, f.name) not in (None, (), {}) and f.name != "lost"}
+    values = {
+        f.name: getattr(new, f.name)
+        for f in dataclasses.fields(new)
+        if getattr(new, f.name) not in (None, (), {}) and f.name != "lost"
+    }
     return replace(old, **values)
 
 
@@ -116,7 +129,9 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
         base = replace(wholes[0].parsed, source=f"{title(wholes[0].kind)} {wholes[0].path}")
         if len(wholes) > 1:
             b = _Builder(base)
-            b.notes.append(f"{len(wholes)} whole-machine files: {wholes[0].path} is the base, the others ignored")
+            b.notes.append(
+                f"{len(wholes)} whole-machine files: {wholes[0].path} is the base, the others ignored"
+            )
     b = _Builder(base)
     for item in wholes:
         for g in item.parsed.gpus:
@@ -138,6 +153,7 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
 
 # ---- per-kind overlays ----
 
+
 def _apply_lspci(b: _Builder, item: TextInput) -> None:
     res = item.parsed
     for address, dev in res.devices.items():
@@ -146,8 +162,11 @@ def _apply_lspci(b: _Builder, item: TextInput) -> None:
         b.prov[address] = ("lspci", f"{item.path}:{info.line}" if info else item.path)
     if res.form == "verbose":
         b.facts.add("lspci-verbose")
-    nvidia = sorted(a for a, d in res.devices.items()
-                    if d.vendor_id == 0x10DE and d.class_code is not None and d.class_code >> 16 == 0x03)
+    nvidia = sorted(
+        a
+        for a, d in res.devices.items()
+        if d.vendor_id == 0x10DE and d.class_code is not None and d.class_code >> 16 == 0x03
+    )
     known = {g.pci_address for g in b.gpus.values()}
     if nvidia and not any(a in known for a in nvidia):
         if b.gpus and all(g.pci_address is None for g in b.gpus.values()) and len(b.gpus) == len(nvidia):
@@ -156,8 +175,14 @@ def _apply_lspci(b: _Builder, item: TextInput) -> None:
         elif not b.gpus:
             for i, a in enumerate(nvidia):
                 b.gpu(Gpu(index=i, pci_address=a), "lspci", b.prov[a][1])
-        b.gaps.append(Gap("GPU indexes", GapReason.NOT_RECORDED, item.path,
-                          "lspci gives no GPU indexes: taken in PCI bus order, as nvidia-smi numbers them"))
+        b.gaps.append(
+            Gap(
+                "GPU indexes",
+                GapReason.NOT_RECORDED,
+                item.path,
+                "lspci gives no GPU indexes: taken in PCI bus order, as nvidia-smi numbers them",
+            )
+        )
     for gpu in list(b.gpus.values()):
         dev = b.pci.get(gpu.pci_address or "")
         if dev is not None and gpu.numa_node is None and dev.numa_node is not None:
@@ -169,21 +194,30 @@ def _apply_smi_q(b: _Builder, item: TextInput) -> None:
     for gpu, query in zip(res.gpus, res.queries, strict=True):
         b.gpu(gpu, item.kind, f"{item.path}:{query.line}" if res.form == "text" else item.path)
         if query.remapped_rows_failure and query.remapped_rows_failure.lower() == "yes":
-            b.notes.append(f"GPU{gpu.index}: nvidia-smi -q says Remapping Failure Occurred: Yes "
-                           f"({item.path}:{query.line}): the GPU needs service")
+            b.notes.append(
+                f"GPU{gpu.index}: nvidia-smi -q says Remapping Failure Occurred: Yes "
+                f"({item.path}:{query.line}): the GPU needs service"
+            )
         if query.ecc_uncorrectable_volatile:
-            b.notes.append(f"GPU{gpu.index}: {query.ecc_uncorrectable_volatile} volatile uncorrectable ECC "
-                           f"error(s) ({item.path}:{query.line})")
+            b.notes.append(
+                f"GPU{gpu.index}: {query.ecc_uncorrectable_volatile} volatile uncorrectable ECC "
+                f"error(s) ({item.path}:{query.line})"
+            )
     if res.driver.driver_version:
-        b.driver = replace(b.driver, driver_version=res.driver.driver_version,
-                           cuda_driver_version=res.driver.cuda_driver_version)
+        b.driver = replace(
+            b.driver,
+            driver_version=res.driver.driver_version,
+            cuda_driver_version=res.driver.cuda_driver_version,
+        )
 
 
 def _apply_nvlink(b: _Builder, item: TextInput) -> None:
     res = item.parsed
     if res.form != "status":
-        b.notes.append(f"{item.path}: nvidia-smi nvlink {'-e' if res.form == 'errors' else '-c'} gives link "
-                       "numbers, not their state (nvidia-smi nvlink -s does)")
+        b.notes.append(
+            f"{item.path}: nvidia-smi nvlink {'-e' if res.form == 'errors' else '-c'} gives link "
+            "numbers, not their state (nvidia-smi nvlink -s does)"
+        )
     for g in res.gpus:
         links = g.links
         old = b.gpus.get(g.index)
@@ -201,14 +235,17 @@ def _apply_rdma(b: _Builder, item: TextInput) -> None:
         address = res.inferred_pci.get(nic.name)
         if address and nic.pci_address is None:
             nic = replace(nic, pci_address=address)
-            b.notes.append(f"{nic.name}: PCI address {address} read from its netdev name {nic.netdevs[0]} "
-                           f"({item.path})")
+            b.notes.append(
+                f"{nic.name}: PCI address {address} read from its netdev name {nic.netdevs[0]} ({item.path})"
+            )
         b.nic(nic, item.kind, f"{item.path}:{res.lines.get(nic.name, 0)}", res.lines, item.path)
     if res.tool == "ibdev2netdev":
         down = [k for k, v in res.netdev_links.items() if v == "Down"]
         if down:
-            b.notes.append(f"ibdev2netdev shows {len(down)} port(s) whose netdev is Down ({', '.join(down[:4])}); "
-                           "on InfiniBand this is the IPoIB interface, not the port state (ibstat says that)")
+            b.notes.append(
+                f"ibdev2netdev shows {len(down)} port(s) whose netdev is Down ({', '.join(down[:4])}); "
+                "on InfiniBand this is the IPoIB interface, not the port state (ibstat says that)"
+            )
 
 
 def _apply_matrix(b: _Builder, item: TextInput) -> None:
@@ -229,14 +266,16 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
         if index is None:
             continue
         numa = int(g.numa_affinity) if g.numa_affinity and g.numa_affinity.isdigit() else None
-        b.gpu(Gpu(index=index, numa_node=numa, cpu_affinity=g.cpu_affinity), "smi-topo",
-              f"{item.path}:{lines.get(g.name, 0)}")
+        b.gpu(
+            Gpu(index=index, numa_node=numa, cpu_affinity=g.cpu_affinity),
+            "smi-topo",
+            f"{item.path}:{lines.get(g.name, 0)}",
+        )
     for n in matrix.nics:
         name = n.device or n.name
         if name not in b.nics:
             kind = _nic_kind(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
-            b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {},
-                  item.path)
+            b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {}, item.path)
     for row, cells in matrix.links.items():
         for col, cell in cells.items():
             a, c = _gpu_number(row), _gpu_number(col)
@@ -261,9 +300,17 @@ def _apply_log(b: _Builder, logs) -> None:
         b.notes.append(f"the NCCL log spans {len(hosts)} hosts: GPU bus ids taken from {sorted(hosts)[0]}")
 
 
-_APPLY = {"lspci": _apply_lspci, "nvidia-smi-q": _apply_smi_q, "nvidia-smi-q-xml": _apply_smi_q,
-          "nvlink": _apply_nvlink, "ibstat": _apply_rdma, "ibv-devinfo": _apply_rdma,
-          "ibdev2netdev": _apply_rdma, "show-gids": _apply_rdma, "smi-topo": _apply_matrix}
+_APPLY = {
+    "lspci": _apply_lspci,
+    "nvidia-smi-q": _apply_smi_q,
+    "nvidia-smi-q-xml": _apply_smi_q,
+    "nvlink": _apply_nvlink,
+    "ibstat": _apply_rdma,
+    "ibv-devinfo": _apply_rdma,
+    "ibdev2netdev": _apply_rdma,
+    "show-gids": _apply_rdma,
+    "smi-topo": _apply_matrix,
+}
 
 
 def _gpu_number(name: str) -> int | None:
@@ -292,6 +339,7 @@ def _matrix_lines(text: str) -> dict[str, int]:
 
 # ---- stand-in placement from topo -m ----
 
+
 def _place_from_matrix(b: _Builder) -> None:
     """Place the matrix's GPUs and NICs on a stand-in tree when no input gave their PCI placement."""
     matrix = b.matrix
@@ -315,11 +363,19 @@ def _place_from_matrix(b: _Builder) -> None:
                 for pix in pix_groups:
                     parent = top
                     if len(pix) > 1:
-                        down = alloc.bridge(b, top, None, numa_id, "downstream") if len(pix_groups) > 1 else top
-                        parent = alloc.bridge(b, down, None, numa_id, "upstream") if len(pix_groups) > 1 else top
+                        down = (
+                            alloc.bridge(b, top, None, numa_id, "downstream") if len(pix_groups) > 1 else top
+                        )
+                        parent = (
+                            alloc.bridge(b, down, None, numa_id, "upstream") if len(pix_groups) > 1 else top
+                        )
                     for name in pix:
-                        port = alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
-                        addresses[name] = alloc.leaf(b, port, numa_id, name, _known_address(b, name, nic_names))
+                        port = (
+                            alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
+                        )
+                        addresses[name] = alloc.leaf(
+                            b, port, numa_id, name, _known_address(b, name, nic_names)
+                        )
     for name, address in addresses.items():
         label = f"{name}" + (f" ({nic_names[name]})" if name in nic_names and nic_names[name] != name else "")
         if address.startswith(f"{STAND_IN_DOMAIN:04x}:"):
@@ -333,8 +389,14 @@ def _place_from_matrix(b: _Builder) -> None:
     for address in list(b.pci):
         if address.startswith(f"{STAND_IN_DOMAIN:04x}:") and address not in b.labels:
             b.labels[address] = "a stand-in bridge [topo -m]"
-    b.gaps.append(Gap("PCI placement", GapReason.NOT_RECORDED, b.matrix_path,
-                      "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them"))
+    b.gaps.append(
+        Gap(
+            "PCI placement",
+            GapReason.NOT_RECORDED,
+            b.matrix_path,
+            "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them",
+        )
+    )
     b.facts.add("placement-from-matrix")
 
 
@@ -358,15 +420,22 @@ class _Alloc:
 
     def bridge(self, b: _Builder, parent: str | None, host_bridge: str | None, numa: int, port: str) -> str:
         address = self._next()
-        b.pci[address] = PciDevice(address=address, class_code=0x060400, parent=parent, host_bridge=host_bridge,
-                                   numa_node=numa, port_type=port)
+        b.pci[address] = PciDevice(
+            address=address,
+            class_code=0x060400,
+            parent=parent,
+            host_bridge=host_bridge,
+            numa_node=numa,
+            port_type=port,
+        )
         return address
 
     def leaf(self, b: _Builder, parent: str, numa: int, name: str, known: str | None) -> str:
         address = known or self._next()
         cls = 0x030200 if name.startswith("GPU") else 0x020700
-        b.pci[address] = PciDevice(address=address, class_code=cls, parent=parent, numa_node=numa,
-                                   port_type="endpoint")
+        b.pci[address] = PciDevice(
+            address=address, class_code=cls, parent=parent, numa_node=numa, port_type="endpoint"
+        )
         return address
 
 
@@ -420,6 +489,7 @@ def _numa_id(node: list[str], numa: dict, fallback: int) -> int:
 
 
 # ---- what the rules can read ----
+
 
 def _facets(s: Snapshot, facts: set[str]) -> frozenset[str]:
     found = set()
@@ -478,17 +548,32 @@ _ADD = {
     "nvml": "lost GPUs show only to NVML: run topodoc on the machine",
 }
 _RULE_FACETS = {
-    "pcie-width-reduced": ("pcie_links",), "pcie-speed-reduced": ("pcie_links",),
-    "gpu-p2p-via-cpu": ("placement", "nvlink_known"), "gpu-p2p-unsupported": ("p2p",), "pcie-aer-errors": ("aer",),
-    "gpu-lost": ("nvml",), "nvlink-link-down": ("nvlinks",), "nvlink-bridge-pairs-only": ("nvlinks",),
-    "nvswitch-fabric-incomplete": ("nvlinks", "fabric"), "gdr-prereq-missing": ("kernel",),
-    "gpu-nic-far": ("placement", "nics"), "acs-on-p2p-path": ("placement", "acs"),
-    "iommu-translated": ("kernel",), "gpu-nic-numa-mismatch": ("placement", "nics", "numa"),
-    "numa-node-unknown": ("numa",), "cpuset-excludes-gpu-cpus": ("cpuset",), "rails-shared": ("gpus", "nics"),
-    "ib-port-down": ("nic_ports",), "ib-rate-below-peers": ("nic_ports",), "roce-no-v2-gid": ("gids",),
-    "rail-mismatch": ("placement", "nics"), "p2p-over-pcie-despite-nvlink": ("nvlinks",),
-    "socket-despite-active-ib": ("nic_ports",), "gdr-unused-but-possible": ("kernel", "placement", "nics"),
-    "ib-local-protection-cause": ("acs",), "nccl-tests-busbw-below-expected": ("placement",),
+    "pcie-width-reduced": ("pcie_links",),
+    "pcie-speed-reduced": ("pcie_links",),
+    "gpu-p2p-via-cpu": ("placement", "nvlink_known"),
+    "gpu-p2p-unsupported": ("p2p",),
+    "pcie-aer-errors": ("aer",),
+    "gpu-lost": ("nvml",),
+    "nvlink-link-down": ("nvlinks",),
+    "nvlink-bridge-pairs-only": ("nvlinks",),
+    "nvswitch-fabric-incomplete": ("nvlinks", "fabric"),
+    "gdr-prereq-missing": ("kernel",),
+    "gpu-nic-far": ("placement", "nics"),
+    "acs-on-p2p-path": ("placement", "acs"),
+    "iommu-translated": ("kernel",),
+    "gpu-nic-numa-mismatch": ("placement", "nics", "numa"),
+    "numa-node-unknown": ("numa",),
+    "cpuset-excludes-gpu-cpus": ("cpuset",),
+    "rails-shared": ("gpus", "nics"),
+    "ib-port-down": ("nic_ports",),
+    "ib-rate-below-peers": ("nic_ports",),
+    "roce-no-v2-gid": ("gids",),
+    "rail-mismatch": ("placement", "nics"),
+    "p2p-over-pcie-despite-nvlink": ("nvlinks",),
+    "socket-despite-active-ib": ("nic_ports",),
+    "gdr-unused-but-possible": ("kernel", "placement", "nics"),
+    "ib-local-protection-cause": ("acs",),
+    "nccl-tests-busbw-below-expected": ("placement",),
 }
 
 
@@ -528,9 +613,16 @@ def cite(report, machine: TextMachine):
             return Evidence(title(kind), where, _relabel(ev.value, machine))
         return Evidence(ev.source, _relabel(ev.where, machine), _relabel(ev.value, machine))
 
-    findings = tuple(replace(f, subject=_relabel(f.subject, machine), message=_relabel(f.message, machine),
-                             fix=_relabel(f.fix, machine) if f.fix else f.fix,
-                             evidence=tuple(where_from(e) for e in f.evidence)) for f in report.findings)
+    findings = tuple(
+        replace(
+            f,
+            subject=_relabel(f.subject, machine),
+            message=_relabel(f.message, machine),
+            fix=_relabel(f.fix, machine) if f.fix else f.fix,
+            evidence=tuple(where_from(e) for e in f.evidence),
+        )
+        for f in report.findings
+    )
     return replace(report, findings=findings)
 
 

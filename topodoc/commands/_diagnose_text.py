@@ -46,16 +46,22 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
     comparisons = _compare(nccl_tests or tests[0].path, snapshot, topology) if (nccl_tests or tests) else None
     rules = list(RULES)
     skip = rules_to_skip(machine, [r.id for r in rules]) if machine and not source else {}
-    report = evaluate(Facts(snapshot, topology, analysis, comparisons), [r for r in rules if r.id not in skip])
-    report = dataclasses.replace(report, rules_run=len(rules),
-                                 skipped=report.skipped + tuple(Skipped(k, v) for k, v in skip.items()))
+    report = evaluate(
+        Facts(snapshot, topology, analysis, comparisons), [r for r in rules if r.id not in skip]
+    )
+    report = dataclasses.replace(
+        report, rules_run=len(rules), skipped=report.skipped + tuple(Skipped(k, v) for k, v in skip.items())
+    )
     if machine is not None:
         report = cite(report, machine)
     if broken:
         report = dataclasses.replace(report, errors=report.errors + (broken,))
     hardware = _hardware_line(source, machine, inputs, HARDWARE_KINDS)
-    summary = {"hardware": hardware, "log": ", ".join(log_paths) or None,
-               "nccl-tests": nccl_tests or (tests[0].path if tests else None)}
+    summary = {
+        "hardware": hardware,
+        "log": ", ".join(log_paths) or None,
+        "nccl-tests": nccl_tests or (tests[0].path if tests else None),
+    }
     file_rows = [_file_row(i) for i in inputs]
     notes = list(machine.notes) if machine else []
     _emit(report, summary, file_rows, notes, as_json)
@@ -69,8 +75,7 @@ def _stdin_copy(inputs) -> str:
     import tempfile
 
     text = next(i.text for i in inputs if i.path == "-")
-    handle = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
-    with handle:
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as handle:
         handle.write(text)
     return handle.name
 

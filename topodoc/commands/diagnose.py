@@ -1,4 +1,4 @@
-"""``topodoc diagnose [FILE...] [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEVERITY]``.
+"""``topodoc diagnose [FILE...] [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEV]``.
 
 ``FILE...`` are text inputs of any kind topodoc knows (``nvidia-smi topo -m``/``-q``/``nvlink``, ``lspci``,
 ``ibstat``, ``ibv_devinfo``, ``ibdev2netdev``, ``show_gids``, NCCL logs, nccl-tests output, hwloc or NCCL

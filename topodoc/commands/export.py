@@ -15,9 +15,13 @@ from topodoc.cli import EXIT_ERROR
 
 @click.command()
 @click.argument("what", type=click.Choice(["nccl-topo"]))
-@click.option("--from", "source", metavar="SPEC|FILE", help="live, NAME.tar.gz, example:NAME, or a text input.")
+@click.option(
+    "--from", "source", metavar="SPEC|FILE", help="live, NAME.tar.gz, example:NAME, or a text input."
+)
 @click.option("-o", "--output", metavar="FILE", default="-", show_default=True, help="Where to write it.")
-@click.option("--pci-only", is_flag=True, help="Only <cpu> and <pci> elements (NCCL discovers GPUs and NICs).")
+@click.option(
+    "--pci-only", is_flag=True, help="Only <cpu> and <pci> elements (NCCL discovers GPUs and NICs)."
+)
 def command(what: str, source: str | None, output: str, pci_only: bool) -> None:
     """Export a machine description for another tool (nccl-topo: an NCCL_TOPO_FILE)."""
     from topodoc.parsers.nccl_topo_xml import write

@@ -71,55 +71,99 @@ _PCI_ADDR = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 KINDS: tuple[Kind, ...] = (
     Kind("topodoc-json", "topodoc probe --json", _probe_json),
     Kind("nvidia-smi-q-xml", "nvidia-smi -q -x", _xml_root("nvidia_smi_log")),
-    Kind("nccl-topo-xml", "NCCL topology XML", _any(
-        _all(_xml_root("system"), _has(r"<(?:cpu|pci)\s")),
-        _all(_has(r"^\s*<pci busid="), _has(r"^\s*<(?:gpu dev=|nic>|net name=|cpu numaid=)")),
-    )),
+    Kind(
+        "nccl-topo-xml",
+        "NCCL topology XML",
+        _any(
+            _all(_xml_root("system"), _has(r"<(?:cpu|pci)\s")),
+            _all(_has(r"^\s*<pci busid="), _has(r"^\s*<(?:gpu dev=|nic>|net name=|cpu numaid=)")),
+        ),
+    ),
     Kind("hwloc-xml", "hwloc XML (lstopo --of xml)", _all(_xml_root("topology"), _has(r"<object\s+type="))),
-    Kind("nccl-tests", "nccl-tests output", _any(
-        _has(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+"),
-        _has(r"^#\s*Avg bus bandwidth\s*:"),
-        _all(_has(r"^#\s+size\s+count\s+type"), _has(r"out-of-place|in-place")),
-    )),
-    Kind("nvidia-smi-q", "nvidia-smi -q", _any(
-        _has(r"^=+\s*NVSMI LOG\s*=+"),
-        _all(_has(r"^GPU " + _PCI_ADDR + r"\s*$"), _has(r"^\s+Product Name\s+:")),
-        _all(_has(r"^\s+Product Name\s+:"), _has(r"^\s+(?:PCIe Generation|Link Width|Persistence Mode)\b")),
-    )),
-    Kind("nvlink", "nvidia-smi nvlink", _all(
-        _has(r"^GPU \d+: .*\(UUID: "),
-        _has(r"^\s+Link \d+: ", 1),
-    )),
-    Kind("smi-topo", "nvidia-smi topo -m", _any(
-        _all(_has(r"^\s*GPU0(?:\s|$)"), _has(r"^GPU0\s+X\b")),
-        _has(r"^\s*GPU0\s.*\bCPU Affinity\b"),
-        _has(r"^\s*X\s+=\s+Self\s*$"),
-    )),
-    Kind("ibstat", "ibstat / ibstatus", _any(
-        _all(_has(r"^CA '[^']+'"), _has(r"^\s+(?:State|Physical state|Rate|Link layer):")),
-        _all(_has(r"^Infiniband device '[^']+' port \d+ status:"), _has(r"^\s+(?:state|rate|link_layer):")),
-        _all(_has(r"^\s+Port \d+:\s*$"), _has(r"^\s+State:\s+(?:Active|Down|Initializing|Armed)\b"),
-             _has(r"^\s+Physical state:")),
-    )),
-    Kind("ibv-devinfo", "ibv_devinfo", _all(
-        _has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)"))),
+    Kind(
+        "nccl-tests",
+        "nccl-tests output",
+        _any(
+            _has(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+"),
+            _has(r"^#\s*Avg bus bandwidth\s*:"),
+            _all(_has(r"^#\s+size\s+count\s+type"), _has(r"out-of-place|in-place")),
+        ),
+    ),
+    Kind(
+        "nvidia-smi-q",
+        "nvidia-smi -q",
+        _any(
+            _has(r"^=+\s*NVSMI LOG\s*=+"),
+            _all(_has(r"^GPU " + _PCI_ADDR + r"\s*$"), _has(r"^\s+Product Name\s+:")),
+            _all(
+                _has(r"^\s+Product Name\s+:"), _has(r"^\s+(?:PCIe Generation|Link Width|Persistence Mode)\b")
+            ),
+        ),
+    ),
+    Kind(
+        "nvlink",
+        "nvidia-smi nvlink",
+        _all(
+            _has(r"^GPU \d+: .*\(UUID: "),
+            _has(r"^\s+Link \d+: ", 1),
+        ),
+    ),
+    Kind(
+        "smi-topo",
+        "nvidia-smi topo -m",
+        _any(
+            _all(_has(r"^\s*GPU0(?:\s|$)"), _has(r"^GPU0\s+X\b")),
+            _has(r"^\s*GPU0\s.*\bCPU Affinity\b"),
+            _has(r"^\s*X\s+=\s+Self\s*$"),
+        ),
+    ),
+    Kind(
+        "ibstat",
+        "ibstat / ibstatus",
+        _any(
+            _all(_has(r"^CA '[^']+'"), _has(r"^\s+(?:State|Physical state|Rate|Link layer):")),
+            _all(
+                _has(r"^Infiniband device '[^']+' port \d+ status:"), _has(r"^\s+(?:state|rate|link_layer):")
+            ),
+            _all(
+                _has(r"^\s+Port \d+:\s*$"),
+                _has(r"^\s+State:\s+(?:Active|Down|Initializing|Armed)\b"),
+                _has(r"^\s+Physical state:"),
+            ),
+        ),
+    ),
+    Kind(
+        "ibv-devinfo", "ibv_devinfo", _all(_has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)"))
+    ),
     Kind("ibdev2netdev", "ibdev2netdev", _has(r"^\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
-    Kind("show-gids", "show_gids", _any(
-        _has(r"^DEV\s+PORT\s+INDEX\s+GID\b"),
-        _has(r"^\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s+\S*\s*v[12]\b", 2),
-    )),
-    Kind("lspci", "lspci", _any(
-        _has(r"^" + _PCI_ADDR + r" [^:]{2,60}: \S"),
-        _has(r"^[-+\\| ]*\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-"),
-        _has(r"^-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-"),
-        _has(r"^\s*(?:ACSCtl|ACSCap|LnkSta|LnkCap):\s", 1),
-    )),
+    Kind(
+        "show-gids",
+        "show_gids",
+        _any(
+            _has(r"^DEV\s+PORT\s+INDEX\s+GID\b"),
+            _has(r"^\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s+\S*\s*v[12]\b", 2),
+        ),
+    ),
+    Kind(
+        "lspci",
+        "lspci",
+        _any(
+            _has(r"^" + _PCI_ADDR + r" [^:]{2,60}: \S"),
+            _has(r"^[-+\\| ]*\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-"),
+            _has(r"^-\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]-"),
+            _has(r"^\s*(?:ACSCtl|ACSCap|LnkSta|LnkCap):\s", 1),
+        ),
+    ),
     Kind("nccl-log", "NCCL log", _has(r"NCCL (?:INFO|WARN|version)\b")),
-    Kind("dmesg", "dmesg / journalctl -k", _any(
-        _has(r"^\[\s*\d+\.\d+\]\s"),
-        _has(r"\bkernel: "),
-        _has(r"NVRM: Xid\b|\bDMAR: |\bAMD-Vi: |\bAER: "),
-    )),
+    Kind(
+        "dmesg",
+        "dmesg / journalctl -k",
+        _any(
+            _has(r"^\[\s*\d+\.\d+\]\s"),
+            _has(r"\bkernel: "),
+            _has(r"NVRM: Xid\b|\bDMAR: |\bAMD-Vi: |\bAER: "),
+        ),
+    ),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}
@@ -140,8 +184,10 @@ def detect(text: str) -> Detection:
 def _unknown_reason(head: str) -> str:
     if not head.strip():
         return "the input is empty"
-    return "no known marks (nvidia-smi topo -m/-q/nvlink, NCCL log, nccl-tests, lspci, ibstat, ibv_devinfo, " \
+    return (
+        "no known marks (nvidia-smi topo -m/-q/nvlink, NCCL log, nccl-tests, lspci, ibstat, ibv_devinfo, "
         "ibdev2netdev, show_gids, dmesg, hwloc or NCCL XML, topodoc probe --json)"
+    )
 
 
 def title(kind: str) -> str:

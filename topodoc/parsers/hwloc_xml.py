@@ -23,8 +23,10 @@ class HwlocParseError(ValueError):
     """Not an hwloc XML topology."""
 
 
-_PCI_TYPE = regex.compile(r"^(?P<cls>[0-9a-fA-F]{4}) \[(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\] "
-                          r"\[(?P<sv>[0-9a-fA-F]{4}):(?P<sd>[0-9a-fA-F]{4})\]")
+_PCI_TYPE = regex.compile(
+    r"^(?P<cls>[0-9a-fA-F]{4}) \[(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\] "
+    r"\[(?P<sv>[0-9a-fA-F]{4}):(?P<sd>[0-9a-fA-F]{4})\]"
+)
 _GPU_OS = regex.compile(r"^(?:nvml|cuda|opencl\d+d)(?P<i>\d+)$")
 
 
@@ -44,15 +46,32 @@ def parse(text: str, source: str = "hwloc") -> Snapshot:
         state.walk(obj, None, None, None)
     if not state.pci and not state.numa:
         raise HwlocParseError("no NUMANode or PCI objects")
-    host = HostInfo(cpu_model=state.info.get("CPUModel"), cpu_vendor=state.info.get("CPUVendor"),
-                    sockets=state.packages or None, logical_cpus=state.pus or None)
+    host = HostInfo(
+        cpu_model=state.info.get("CPUModel"),
+        cpu_vendor=state.info.get("CPUVendor"),
+        sockets=state.packages or None,
+        logical_cpus=state.pus or None,
+    )
     gpus = tuple(sorted(state.gpus.values(), key=lambda g: g.index))
-    gaps = (Gap("PCIe link generation and width", GapReason.NOT_RECORDED, source,
-                "hwloc records a GB/s figure per link (pci_link_speed), not generation and width"),
-            Gap("NVLink", GapReason.NOT_RECORDED, source, "hwloc XML keeps NVLink only as a distance matrix"),
-            Gap("kernel", GapReason.NOT_RECORDED, source, "no kernel, driver or peer-memory state in the file"))
-    return Snapshot(source=source, host=host, pci=state.pci, gpus=gpus, nics=tuple(state.nics),
-                    numa=tuple(sorted(state.numa.values(), key=lambda n: n.node)), gaps=gaps)
+    gaps = (
+        Gap(
+            "PCIe link generation and width",
+            GapReason.NOT_RECORDED,
+            source,
+            "hwloc records a GB/s figure per link (pci_link_speed), not generation and width",
+        ),
+        Gap("NVLink", GapReason.NOT_RECORDED, source, "hwloc XML keeps NVLink only as a distance matrix"),
+        Gap("kernel", GapReason.NOT_RECORDED, source, "no kernel, driver or peer-memory state in the file"),
+    )
+    return Snapshot(
+        source=source,
+        host=host,
+        pci=state.pci,
+        gpus=gpus,
+        nics=tuple(state.nics),
+        numa=tuple(sorted(state.numa.values(), key=lambda n: n.node)),
+        gaps=gaps,
+    )
 
 
 class _State:
@@ -89,8 +108,12 @@ class _State:
     def _numa_here(self, obj: ET.Element, numa: int | None) -> int | None:
         if obj.get("type") == "NUMANode":
             node = int(obj.get("os_index") or 0)
-            self.numa.setdefault(node, NumaNode(node, cpulist=_cpulist(obj.get("cpuset")),
-                                                memory_total_kb=_kb(obj.get("local_memory"))))
+            self.numa.setdefault(
+                node,
+                NumaNode(
+                    node, cpulist=_cpulist(obj.get("cpuset")), memory_total_kb=_kb(obj.get("local_memory"))
+                ),
+            )
             return node
         for child in obj.findall("object"):
             if child.get("type") == "NUMANode":  # hwloc 2: memory children hang off the CPU-side parent
@@ -104,15 +127,22 @@ class _State:
         return f"pci{m[1].lower()}:{m[2].lower()}" if m else None
 
     @staticmethod
-    def _device(obj: ET.Element, address: str, numa: int | None, parent: str | None,
-                host_bridge: str | None) -> PciDevice:
+    def _device(
+        obj: ET.Element, address: str, numa: int | None, parent: str | None, host_bridge: str | None
+    ) -> PciDevice:
         m = _PCI_TYPE.match(obj.get("pci_type") or "")
         cls = int(m["cls"], 16) << 8 if m else None
-        return PciDevice(address=address, class_code=cls, vendor_id=int(m["v"], 16) if m else None,
-                         device_id=int(m["d"], 16) if m else None,
-                         subsystem_vendor_id=int(m["sv"], 16) if m else None,
-                         subsystem_device_id=int(m["sd"], 16) if m else None,
-                         numa_node=numa, parent=parent, host_bridge=host_bridge if parent is None else None)
+        return PciDevice(
+            address=address,
+            class_code=cls,
+            vendor_id=int(m["v"], 16) if m else None,
+            device_id=int(m["d"], 16) if m else None,
+            subsystem_vendor_id=int(m["sv"], 16) if m else None,
+            subsystem_device_id=int(m["sd"], 16) if m else None,
+            numa_node=numa,
+            parent=parent,
+            host_bridge=host_bridge if parent is None else None,
+        )
 
     def _osdev(self, obj: ET.Element, parent: str | None) -> None:
         name = obj.get("name") or ""
@@ -121,12 +151,20 @@ class _State:
         if gpu and parent and (infos.get("GPUVendor") or "").startswith("NVIDIA"):
             index = int(gpu["i"])
             if index not in self.gpus or name.startswith("nvml"):
-                self.gpus[index] = Gpu(index=index, name=infos.get("GPUModel"), uuid=infos.get("NVIDIAUUID"),
-                                       pci_address=parent, numa_node=self.pci[parent].numa_node
-                                       if parent in self.pci else None)
-        elif obj.get("osdev_type") == "3" or obj.get("subtype") == "OpenFabrics" or name.startswith("mlx"):
-            if parent and not name.startswith(("ib", "en", "eth")):
-                self.nics.append(Nic(name=name, kind="ib", pci_address=parent, node_guid=infos.get("NodeGUID")))
+                self.gpus[index] = Gpu(
+                    index=index,
+                    name=infos.get("GPUModel"),
+                    uuid=infos.get("NVIDIAUUID"),
+                    pci_address=parent,
+                    numa_node=self.pci[parent].numa_node if parent in self.pci else None,
+                )
+        elif _rdma_osdev(obj, name) and parent and not name.startswith(("ib", "en", "eth")):
+            self.nics.append(Nic(name=name, kind="ib", pci_address=parent, node_guid=infos.get("NodeGUID")))
+
+
+def _rdma_osdev(obj: ET.Element, name: str) -> bool:
+    """An OpenFabrics OS device (``mlx5_0``, ``hfi1_0``): osdev_type 3 (hwloc 2), subtype OpenFabrics."""
+    return obj.get("osdev_type") == "3" or obj.get("subtype") == "OpenFabrics" or name.startswith("mlx")
 
 
 def _cpulist(mask: str | None) -> str | None:

@@ -43,37 +43,65 @@ _HEADER = regex.compile(
     r"(?P<cls>[^:\[]{2,60}?)(?:\s\[(?P<clsid>[0-9a-fA-F]{4})\])?:\s(?P<desc>.*+)$"
 )
 _IDS = regex.compile(r"\[(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\](?:\s*\(rev [0-9a-fA-F]{2}\))?\s*$")
-_LNKCAP = regex.compile(r"^\s+LnkCap:\s+(?:Port #\d++,\s*)?Speed (?P<s>[\d.]++)GT/s(?:\s*\([^)]*+\))?,\s*"
-                        r"Width x(?P<w>\d++)")
+_LNKCAP = regex.compile(
+    r"^\s+LnkCap:\s+(?:Port #\d++,\s*)?Speed (?P<s>[\d.]++)GT/s(?:\s*\([^)]*+\))?,\s*"
+    r"Width x(?P<w>\d++)"
+)
 _LNKSTA = regex.compile(r"^\s+LnkSta:\s+Speed (?P<s>[\d.]++)GT/s(?:\s*\([^)]*+\))?,\s*Width x(?P<w>\d++)")
 _LNK_ANY = regex.compile(r"^\s+(?P<what>LnkCap|LnkSta):")
 _ACS_NAMES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
-_ACS = regex.compile(r"^\s*(?P<what>ACSCtl|ACSCap):\s+" + r"\s+".join(n + r"(?P<b" + str(i) + r">[+-])"
-                     for i, n in enumerate(_ACS_NAMES)))
+_ACS = regex.compile(
+    r"^\s*(?P<what>ACSCtl|ACSCap):\s+"
+    + r"\s+".join(n + r"(?P<b" + str(i) + r">[+-])" for i, n in enumerate(_ACS_NAMES))
+)
 _ACS_ANY = regex.compile(r"^\s*(?P<what>ACSCtl|ACSCap):")
-_EXPRESS = regex.compile(r"Express \([^)]*+\) (?P<t>Root Port|Upstream Port|Downstream Port|Endpoint|"
-                         r"Legacy Endpoint|PCI-Express to PCI/PCI-X Bridge|Root Complex Integrated Endpoint)")
+_EXPRESS = regex.compile(
+    r"Express \([^)]*+\) (?P<t>Root Port|Upstream Port|Downstream Port|Endpoint|"
+    r"Legacy Endpoint|PCI-Express to PCI/PCI-X Bridge|Root Complex Integrated Endpoint)"
+)
 _NUMA = regex.compile(r"^\s+NUMA node:\s+(?P<n>-?\d++)")
 _IOMMU = regex.compile(r"^\s+IOMMU group:\s+(?P<n>\d++)")
 _DRIVER = regex.compile(r"^\s+Kernel driver in use:\s+(?P<d>\S++)")
 _BUS = regex.compile(r"^\s+Bus: primary=(?P<p>[0-9a-fA-F]{2}), secondary=(?P<s>[0-9a-fA-F]{2}),")
 _TREE_ROOT = regex.compile(r"\[(?P<dom>[0-9a-fA-F]{4}):(?P<bus>[0-9a-fA-F]{2})\]")
-_TREE_DEV = regex.compile(r"(?<![0-9a-fA-F:])(?P<slot>[0-9a-fA-F]{2})\.(?P<fn>[0-7])"
-                          r"(?:-\[(?P<sec>[0-9a-fA-F]{2})(?:-[0-9a-fA-F]{2})?\])?")
+_TREE_DEV = regex.compile(
+    r"(?<![0-9a-fA-F:])(?P<slot>[0-9a-fA-F]{2})\.(?P<fn>[0-7])"
+    r"(?:-\[(?P<sec>[0-9a-fA-F]{2})(?:-[0-9a-fA-F]{2})?\])?"
+)
 _TREE_LINE = regex.compile(r"^[-+\\| ]*+(?:\[[0-9a-fA-F]{4}:[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
 
-_PORT_TYPES = {"Root Port": "root_port", "Upstream Port": "upstream", "Downstream Port": "downstream",
-               "Endpoint": "endpoint", "Legacy Endpoint": "endpoint",
-               "Root Complex Integrated Endpoint": "endpoint",
-               "PCI-Express to PCI/PCI-X Bridge": "pcie_to_pci_bridge"}
+_PORT_TYPES = {
+    "Root Port": "root_port",
+    "Upstream Port": "upstream",
+    "Downstream Port": "downstream",
+    "Endpoint": "endpoint",
+    "Legacy Endpoint": "endpoint",
+    "Root Complex Integrated Endpoint": "endpoint",
+    "PCI-Express to PCI/PCI-X Bridge": "pcie_to_pci_bridge",
+}
 # lspci's class names (without -nn) -> class code; only the classes topodoc reasons about
-_CLASS_NAMES = {"PCI bridge": 0x060400, "Host bridge": 0x060000, "3D controller": 0x030200,
-                "VGA compatible controller": 0x030000, "Display controller": 0x038000,
-                "Infiniband controller": 0x020700, "Ethernet controller": 0x020000,
-                "Network controller": 0x028000, "Bridge": 0x068000, "Processing accelerators": 0x120000}
-_VENDOR_NAMES = {"NVIDIA Corporation": 0x10DE, "Mellanox Technologies": 0x15B3, "PLX Technology": 0x10B5,
-                 "Broadcom / LSI": 0x1000, "Intel Corporation": 0x8086, "Advanced Micro Devices": 0x1022,
-                 "Amazon.com": 0x1D0F, "Broadcom Inc. and subsidiaries": 0x14E4}
+_CLASS_NAMES = {
+    "PCI bridge": 0x060400,
+    "Host bridge": 0x060000,
+    "3D controller": 0x030200,
+    "VGA compatible controller": 0x030000,
+    "Display controller": 0x038000,
+    "Infiniband controller": 0x020700,
+    "Ethernet controller": 0x020000,
+    "Network controller": 0x028000,
+    "Bridge": 0x068000,
+    "Processing accelerators": 0x120000,
+}
+_VENDOR_NAMES = {
+    "NVIDIA Corporation": 0x10DE,
+    "Mellanox Technologies": 0x15B3,
+    "PLX Technology": 0x10B5,
+    "Broadcom / LSI": 0x1000,
+    "Intel Corporation": 0x8086,
+    "Advanced Micro Devices": 0x1022,
+    "Amazon.com": 0x1D0F,
+    "Broadcom Inc. and subsidiaries": 0x14E4,
+}
 
 
 def parse(text: str) -> LspciResult:
@@ -86,6 +114,7 @@ def parse(text: str) -> LspciResult:
 
 
 # ---- device blocks (-v/-vv/-vvv, -nn, plain) ----
+
 
 @dataclass
 class _Block:
@@ -118,8 +147,10 @@ def _parse_blocks(lines: list[str]) -> LspciResult:
     if not blocks and not orphans:
         raise LspciParseError("no lspci device lines (BB:DD.F class: name) and no LnkSta/ACSCtl lines")
     if orphans:
-        damaged.append(f"{len(orphans)} ACSCtl line(s) (first at line {orphans[0][0]}) have no device header: "
-                       "which bridge each belongs to cannot be told (paste `sudo lspci -vvv` whole)")
+        damaged.append(
+            f"{len(orphans)} ACSCtl line(s) (first at line {orphans[0][0]}) have no device header: "
+            "which bridge each belongs to cannot be told (paste `sudo lspci -vvv` whole)"
+        )
     devices = _link_parents({b.address: _device(b) for b in blocks}, blocks)
     info = {b.address: LspciDevice(b.address, b.desc, b.line, b.fields.get("acs_cap")) for b in blocks}
     form = "verbose" if verbose and blocks else ("plain" if blocks else "fragment")
@@ -127,9 +158,11 @@ def _parse_blocks(lines: list[str]) -> LspciResult:
 
 
 def _new_block(header: regex.Match, number: int) -> _Block:
-    address = pciaddr.normalize(
-        f"{header['dom'] or '0000'}:{header['bus']}:{header['dev']}.{header['fn']}"
-    ) if int(header["dev"], 16) <= 0x1F else f"invalid:{number}"
+    address = (
+        pciaddr.normalize(f"{header['dom'] or '0000'}:{header['bus']}:{header['dev']}.{header['fn']}")
+        if int(header["dev"], 16) <= 0x1F
+        else f"invalid:{number}"
+    )
     return _Block(address, number, header["cls"].strip(), header["clsid"], header["desc"].strip())
 
 
@@ -154,7 +187,9 @@ def _read_field(block: _Block, line: str, number: int, damaged: list[str]) -> No
             return
     any_link = _LNK_ANY.match(line)
     if any_link and "unknown" not in line and "Speed" in line:
-        damaged.append(f"line {number}: {block.address} {any_link['what']} cut, not read: {line.strip()[:80]}")
+        damaged.append(
+            f"line {number}: {block.address} {any_link['what']} cut, not read: {line.strip()[:80]}"
+        )
         return
     acs = _ACS.match(line)
     if acs:
@@ -196,10 +231,16 @@ def _device(block: _Block) -> PciDevice:
     vendor, device = _ids(block.desc)
     cap, sta = f.get("cap", (None, None)), f.get("sta", (None, None))
     return PciDevice(
-        address=block.address, class_code=_class_code(block), vendor_id=vendor, device_id=device,
-        driver=f.get("driver"), numa_node=f.get("numa"),
+        address=block.address,
+        class_code=_class_code(block),
+        vendor_id=vendor,
+        device_id=device,
+        driver=f.get("driver"),
+        numa_node=f.get("numa"),
         link=PciLink(speed_gts=sta[0], width=sta[1], max_speed_gts=cap[0], max_width=cap[1]),
-        port_type=f.get("port_type"), iommu_group=f.get("iommu"), acs_ctrl=f.get("acs_ctl"),
+        port_type=f.get("port_type"),
+        iommu_group=f.get("iommu"),
+        acs_ctrl=f.get("acs_ctl"),
     )
 
 
@@ -222,6 +263,7 @@ def _link_parents(devices: dict[str, PciDevice], blocks: list[_Block]) -> dict[s
 
 # ---- trees (-t, -tv, -vvvt) ----
 
+
 def _parse_tree(lines: list[str]) -> LspciResult:
     """Columns carry the tree: a function's parent context is the nearest bridge (or root bus) that opened
     at a column left of it; opening a context at column c closes every context at or right of c."""
@@ -235,9 +277,11 @@ def _parse_tree(lines: list[str]) -> LspciResult:
             if line.strip() and devices:
                 damaged.append(f"line {number}: not a tree line, not read: {line.strip()[:80]}")
             continue
-        tokens = sorted([(m.start(), "root", m) for m in _TREE_ROOT.finditer(line)]
-                        + [(m.start(), "dev", m) for m in _TREE_DEV.finditer(line) if not _inside_root(line, m)],
-                        key=lambda t: t[0])
+        tokens = sorted(
+            [(m.start(), "root", m) for m in _TREE_ROOT.finditer(line)]
+            + [(m.start(), "dev", m) for m in _TREE_DEV.finditer(line) if not _inside_root(line, m)],
+            key=lambda t: t[0],
+        )
         for column, what, m in tokens:
             for stale in [c for c in contexts if c >= column]:
                 del contexts[stale]
@@ -251,7 +295,9 @@ def _parse_tree(lines: list[str]) -> LspciResult:
                     contexts[-1] = (domain, 0, None)
                     left = [-1]
                 else:
-                    damaged.append(f"line {number}: {m[0]} has no parent bus on its left (cut tree), not read")
+                    damaged.append(
+                        f"line {number}: {m[0]} has no parent bus on its left (cut tree), not read"
+                    )
                     continue
             dom, bus, parent = contexts[max(left)]
             address = f"{dom:04x}:{bus:02x}:{m['slot'].lower()}.{m['fn']}"
@@ -260,8 +306,13 @@ def _parse_tree(lines: list[str]) -> LspciResult:
             desc = _tree_desc(line, m.end())
             vendor, device = _ids(desc)
             bridge = m["sec"] is not None
-            devices[address] = PciDevice(address=address, class_code=0x060400 if bridge else None,
-                                         vendor_id=vendor, device_id=device, parent=parent)
+            devices[address] = PciDevice(
+                address=address,
+                class_code=0x060400 if bridge else None,
+                vendor_id=vendor,
+                device_id=device,
+                parent=parent,
+            )
             info[address] = LspciDevice(address, desc, number)
             if bridge:
                 contexts[column] = (dom, int(m["sec"], 16), address)

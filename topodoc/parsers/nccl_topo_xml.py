@@ -49,26 +49,51 @@ def parse(text: str, source: str = "nccl-topo") -> Snapshot:
     if not gpus:
         gpus, nics, extra = _by_class(pci, source)
     gaps = extra + (
-        Gap("host bridges", GapReason.NOT_RECORDED, source,
-            "NCCL's topology file has no host bridges: devices under one <cpu> are taken as under one"),
-        Gap("switch ports", GapReason.NOT_RECORDED, source,
-            "NCCL keeps one pci node per switch: root and downstream ports are not in the file"),
+        Gap(
+            "host bridges",
+            GapReason.NOT_RECORDED,
+            source,
+            "NCCL's topology file has no host bridges: devices under one <cpu> are taken as under one",
+        ),
+        Gap(
+            "switch ports",
+            GapReason.NOT_RECORDED,
+            source,
+            "NCCL keeps one pci node per switch: root and downstream ports are not in the file",
+        ),
         Gap("kernel", GapReason.NOT_RECORDED, source, "no kernel, driver or peer-memory state in the file"),
     )
-    return Snapshot(source=source, pci=pci, gpus=tuple(sorted(gpus, key=lambda g: g.index)),
-                    nics=tuple(nics), numa=tuple(numa), gaps=gaps)
+    return Snapshot(
+        source=source,
+        pci=pci,
+        gpus=tuple(sorted(gpus, key=lambda g: g.index)),
+        nics=tuple(nics),
+        numa=tuple(numa),
+        gaps=gaps,
+    )
 
 
 def _by_class(pci: dict[str, PciDevice], source: str) -> tuple[list[Gpu], list[Nic], tuple[Gap, ...]]:
     """A topology file written for NCCL_TOPO_FILE often has only ``pci`` nodes with a class (GPUs 0x03xx,
     NICs 0x0207/0x0200): GPUs are then numbered in PCI bus order and NICs named by their address."""
-    leaves = sorted(a for a, d in pci.items() if d.class_code is not None and d.class_code >> 16 in (0x02, 0x03))
-    gpus = [Gpu(index=i, pci_address=a, numa_node=pci[a].numa_node)
-            for i, a in enumerate(x for x in leaves if pci[x].class_code >> 16 == 0x03)]
-    nics = [Nic(name=f"nic@{a}", kind="ib" if pci[a].class_code >> 8 == 0x0207 else "unknown", pci_address=a)
-            for a in leaves if pci[a].class_code >> 16 == 0x02]
-    gap = Gap("GPU indexes and NIC names", GapReason.NOT_RECORDED, source,
-              "the file has no <gpu>/<nic> elements: GPUs are numbered in PCI bus order, NICs named by address")
+    leaves = sorted(
+        a for a, d in pci.items() if d.class_code is not None and d.class_code >> 16 in (0x02, 0x03)
+    )
+    gpus = [
+        Gpu(index=i, pci_address=a, numa_node=pci[a].numa_node)
+        for i, a in enumerate(x for x in leaves if pci[x].class_code >> 16 == 0x03)
+    ]
+    nics = [
+        Nic(name=f"nic@{a}", kind="ib" if pci[a].class_code >> 8 == 0x0207 else "unknown", pci_address=a)
+        for a in leaves
+        if pci[a].class_code >> 16 == 0x02
+    ]
+    gap = Gap(
+        "GPU indexes and NIC names",
+        GapReason.NOT_RECORDED,
+        source,
+        "the file has no <gpu>/<nic> elements: GPUs are numbered in PCI bus order, NICs named by address",
+    )
     return gpus, nics, (gap,) if gpus or nics else ()
 
 
@@ -123,11 +148,16 @@ def _walk(node: ET.Element, parent: str | None, numa: int | None, pci: dict, gpu
     cls = _int(node.get("class"))
     bridge = cls is not None and cls >> 8 == 0x0604
     pci[address] = PciDevice(
-        address=address, class_code=cls, vendor_id=_int(node.get("vendor")), device_id=_int(node.get("device")),
+        address=address,
+        class_code=cls,
+        vendor_id=_int(node.get("vendor")),
+        device_id=_int(node.get("device")),
         subsystem_vendor_id=_int(node.get("subsystem_vendor")),
-        subsystem_device_id=_int(node.get("subsystem_device")), numa_node=numa,
+        subsystem_device_id=_int(node.get("subsystem_device")),
+        numa_node=numa,
         link=PciLink(speed_gts=_speed(node.get("link_speed")), width=_int(node.get("link_width"), 10)),
-        parent=parent, host_bridge=f"numa{numa}" if numa is not None else None,
+        parent=parent,
+        host_bridge=f"numa{numa}" if numa is not None else None,
         port_type="upstream" if bridge else "endpoint",
     )
     gpu = node.find("gpu")
@@ -146,12 +176,20 @@ def _gpu(node: ET.Element, address: str, numa: int | None, link: PciLink) -> Gpu
     for nv in node.findall("nvlink"):
         target = pciaddr.try_normalize(nv.get("target") or "")
         tclass = _int(nv.get("tclass"))
-        kind = "switch" if tclass == NVSWITCH_CLASS else "gpu" if tclass and tclass >> 16 == 0x03 else "unknown"
+        kind = (
+            "switch" if tclass == NVSWITCH_CLASS else "gpu" if tclass and tclass >> 16 == 0x03 else "unknown"
+        )
         for _ in range(_int(nv.get("count"), 10) or 1):
             links.append(NvLink(link=len(links), active=True, remote_pci_address=target, remote_type=kind))
-    return Gpu(index=_int(node.get("dev"), 10) or 0, pci_address=address, numa_node=numa,
-               compute_capability=f"{sm // 10}.{sm % 10}" if sm else None,
-               pcie_gen=_gen(link.speed_gts), pcie_width=link.width, nvlinks=tuple(links))
+    return Gpu(
+        index=_int(node.get("dev"), 10) or 0,
+        pci_address=address,
+        numa_node=numa,
+        compute_capability=f"{sm // 10}.{sm % 10}" if sm else None,
+        pcie_gen=_gen(link.speed_gts),
+        pcie_width=link.width,
+        nvlinks=tuple(links),
+    )
 
 
 def _gen(speed: float | None) -> int | None:
@@ -165,13 +203,20 @@ def _nics(node: ET.Element, address: str) -> list[Nic]:
     for net in node.findall("net"):
         speed = _int(net.get("speed"), 10)
         port = _int(net.get("port"), 10) or 1
-        out.append(Nic(name=net.get("name") or f"net{net.get('dev')}", kind="ib", pci_address=address,
-                       node_guid=net.get("guid"),
-                       ports=(NicPort(port=port, rate_gbps=speed / 1000 if speed else None),)))
+        out.append(
+            Nic(
+                name=net.get("name") or f"net{net.get('dev')}",
+                kind="ib",
+                pci_address=address,
+                node_guid=net.get("guid"),
+                ports=(NicPort(port=port, rate_gbps=speed / 1000 if speed else None),),
+            )
+        )
     return out
 
 
 # ---- writing ----
+
 
 def write(snapshot: Snapshot, pci_only: bool = False) -> str:
     """The NCCL topology XML of ``snapshot``: switches (upstream ports) as nested ``pci`` nodes under one
@@ -179,13 +224,19 @@ def write(snapshot: Snapshot, pci_only: bool = False) -> str:
     a VM's NCCL_TOPO_FILE: NCCL discovers them itself)."""
     pci = snapshot.pci
     ends = [(g.pci_address, ("gpu", g)) for g in snapshot.gpus if g.pci_address in pci]
-    ends += [(n.pci_address, ("nic", n)) for n in snapshot.nics
-             if n.pci_address in pci and n.kind in ("ib", "roce", "efa")]
+    ends += [
+        (n.pci_address, ("nic", n))
+        for n in snapshot.nics
+        if n.pci_address in pci and n.kind in ("ib", "roce", "efa")
+    ]
     tree: dict = {}
     payload: dict[str, list] = {}
     for address, item in ends:
-        path = [a for a in reversed(pcitree.chain(pci, address)[1:])
-                if pcitree.port_kind(pci, a) == pcitree.UPSTREAM]
+        path = [
+            a
+            for a in reversed(pcitree.chain(pci, address)[1:])
+            if pcitree.port_kind(pci, a) == pcitree.UPSTREAM
+        ]
         numa = pcitree.numa_of(pci, address)
         node = tree.setdefault(numa if numa is not None and numa >= 0 else -1, {})
         for bridge in path:
@@ -210,9 +261,13 @@ def _write_pci(level: dict, pci: dict, payload: dict, out: list, depth: int, pci
     for address in sorted(level):
         dev = pci[address]
         attrs = {"busid": address}
-        for key, value in (("class", dev.class_code), ("vendor", dev.vendor_id), ("device", dev.device_id),
-                           ("subsystem_vendor", dev.subsystem_vendor_id),
-                           ("subsystem_device", dev.subsystem_device_id)):
+        for key, value in (
+            ("class", dev.class_code),
+            ("vendor", dev.vendor_id),
+            ("device", dev.device_id),
+            ("subsystem_vendor", dev.subsystem_vendor_id),
+            ("subsystem_device", dev.subsystem_device_id),
+        ):
             if value is not None:
                 attrs[key] = f"0x{value:06x}" if key == "class" else f"0x{value:04x}"
         if dev.link.speed_gts:
@@ -242,8 +297,10 @@ def _gpu_xml(gpu: Gpu, pad: str) -> list[str]:
     if not counts:
         return [f"{pad}<gpu{_attrs(attrs)}/>"]
     lines = [f"{pad}<gpu{_attrs(attrs)}>"]
-    lines += [f'{pad}  <nvlink{_attrs({"target": t, "count": str(c), "tclass": k})}/>'
-              for (t, k), c in sorted(counts.items())]
+    lines += [
+        f"{pad}  <nvlink{_attrs({'target': t, 'count': str(c), 'tclass': k})}/>"
+        for (t, k), c in sorted(counts.items())
+    ]
     return lines + [f"{pad}</gpu>"]
 
 

@@ -45,8 +45,16 @@ def parse(text: str) -> NvlinkResult:
     for number, line in enumerate(text.split("\n"), start=1):
         head = _GPU.match(line)
         if head:
-            gpus.append({"i": int(head["i"]), "name": head["name"] or None, "uuid": head["uuid"] or None,
-                         "line": number, "links": {}, "speeds": {}})
+            gpus.append(
+                {
+                    "i": int(head["i"]),
+                    "name": head["name"] or None,
+                    "uuid": head["uuid"] or None,
+                    "line": number,
+                    "links": {},
+                    "speeds": {},
+                }
+            )
             continue
         link = _LINK.match(line)
         if link and gpus:
@@ -69,9 +77,17 @@ def parse(text: str) -> NvlinkResult:
             damaged.append(f"line {number}: Link line before any GPU line (header cut): not read")
     if not gpus:
         raise NvlinkParseError("no 'GPU N: <name> (UUID: ...)' line: not nvidia-smi nvlink output")
-    out = tuple(NvlinkGpu(g["i"], g["name"], g["uuid"], g["line"],
-                          tuple(NvLink(link=n, active=a) for n, a in sorted(g["links"].items())),
-                          dict(g["speeds"])) for g in gpus)
+    out = tuple(
+        NvlinkGpu(
+            g["i"],
+            g["name"],
+            g["uuid"],
+            g["line"],
+            tuple(NvLink(link=n, active=a) for n, a in sorted(g["links"].items())),
+            dict(g["speeds"]),
+        )
+        for g in gpus
+    )
     for g in out:
         if not g.links:
             damaged.append(f"GPU {g.index} (line {g.line}): no Link lines (cut paste, or NVLink absent)")

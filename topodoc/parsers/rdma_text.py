@@ -29,8 +29,17 @@ class RdmaResult:
     damaged: tuple[str, ...] = ()
 
 
-_STATE = {"active": "ACTIVE", "down": "DOWN", "initializing": "INIT", "init": "INIT", "armed": "ARMED",
-          "port_active": "ACTIVE", "port_down": "DOWN", "port_init": "INIT", "port_armed": "ARMED"}
+_STATE = {
+    "active": "ACTIVE",
+    "down": "DOWN",
+    "initializing": "INIT",
+    "init": "INIT",
+    "armed": "ARMED",
+    "port_active": "ACTIVE",
+    "port_down": "DOWN",
+    "port_init": "INIT",
+    "port_armed": "ARMED",
+}
 
 
 def _state(text: str) -> str:
@@ -77,7 +86,9 @@ def parse_ibstat(text: str) -> RdmaResult:
         if port:
             if not cas:
                 cas.append({"name": None, "ports": [], "kv": {}})
-                damaged.append(f"line {number}: Port {port['n']} without a CA 'name' line: device name unknown")
+                damaged.append(
+                    f"line {number}: Port {port['n']} without a CA 'name' line: device name unknown"
+                )
             cas[-1]["ports"].append({"port": int(port["n"]), "line": number})
             continue
         kv = _KV.match(line)
@@ -95,9 +106,16 @@ def parse_ibstat(text: str) -> RdmaResult:
         for p in ca["ports"]:
             lines[f"{name}:{p['port']}"] = p["line"]
         layer = next((p.link_layer for p in ports if p.link_layer), None)
-        nics.append(Nic(name=name, kind=_kind(name, layer), ports=ports,
-                        fw_version=ca["kv"].get("Firmware version"), hca_type=ca["kv"].get("CA type"),
-                        node_guid=ca["kv"].get("Node GUID")))
+        nics.append(
+            Nic(
+                name=name,
+                kind=_kind(name, layer),
+                ports=ports,
+                fw_version=ca["kv"].get("Firmware version"),
+                hca_type=ca["kv"].get("CA type"),
+                node_guid=ca["kv"].get("Node GUID"),
+            )
+        )
         if not ports:
             damaged.append(f"{name}: no Port section (cut paste?): its port states are unknown")
     return RdmaResult("ibstat", tuple(nics), lines, damaged=tuple(damaged))
@@ -105,9 +123,14 @@ def parse_ibstat(text: str) -> RdmaResult:
 
 def _ibstat_port(p: dict) -> NicPort:
     rate = p.get("Rate")
-    return NicPort(port=p["port"], state=_state(p["State"]) if "State" in p else None,
-                   phys_state=p.get("Physical state"), rate_gbps=_rate(rate) if rate else None,
-                   rate_text=rate, link_layer=p.get("Link layer"))
+    return NicPort(
+        port=p["port"],
+        state=_state(p["State"]) if "State" in p else None,
+        phys_state=p.get("Physical state"),
+        rate_gbps=_rate(rate) if rate else None,
+        rate_text=rate,
+        link_layer=p.get("Link layer"),
+    )
 
 
 def _parse_ibstatus(text: str) -> RdmaResult:
@@ -120,10 +143,16 @@ def _parse_ibstatus(text: str) -> RdmaResult:
         if current is not None:
             kv = current["kv"]
             rate = kv.get("rate")
-            ports.setdefault(current["name"], []).append(NicPort(
-                port=current["port"], state=_state(kv["state"]) if "state" in kv else None,
-                phys_state=regex.sub(r"^\d+:\s*", "", kv.get("phys state", "")) or None,
-                rate_gbps=_rate(rate) if rate else None, rate_text=rate, link_layer=kv.get("link_layer")))
+            ports.setdefault(current["name"], []).append(
+                NicPort(
+                    port=current["port"],
+                    state=_state(kv["state"]) if "state" in kv else None,
+                    phys_state=regex.sub(r"^\d+:\s*", "", kv.get("phys state", "")) or None,
+                    rate_gbps=_rate(rate) if rate else None,
+                    rate_text=rate,
+                    link_layer=kv.get("link_layer"),
+                )
+            )
 
     for number, line in enumerate(text.split("\n"), start=1):
         head = _IBSTATUS.match(line)
@@ -139,8 +168,10 @@ def _parse_ibstatus(text: str) -> RdmaResult:
         elif line.strip():
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     flush()
-    nics = tuple(Nic(name=n, kind=_kind(n, next((p.link_layer for p in ps if p.link_layer), None)),
-                     ports=tuple(ps)) for n, ps in ports.items())
+    nics = tuple(
+        Nic(name=n, kind=_kind(n, next((p.link_layer for p in ps if p.link_layer), None)), ports=tuple(ps))
+        for n, ps in ports.items()
+    )
     if not nics:
         raise RdmaParseError("no \"Infiniband device '<name>' port N status:\" lines")
     return RdmaResult("ibstatus", nics, lines, damaged=tuple(damaged))
@@ -171,9 +202,8 @@ def parse_ibv_devinfo(text: str) -> RdmaResult:
                 hcas[-1]["ports"][-1][kv["k"]] = kv["v"]
             else:
                 hcas[-1]["kv"][kv["k"]] = kv["v"]
-        elif line.strip() and hcas and not line.lstrip().startswith(("GID[", "max_", "ld")):
-            if ":" not in line:
-                damaged.append(f"line {number}: not read: {line.strip()[:80]}")
+        elif line.strip() and hcas and ":" not in line:
+            damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     if not hcas:
         raise RdmaParseError("no hca_id: lines: not ibv_devinfo output")
     nics = []
@@ -182,10 +212,17 @@ def parse_ibv_devinfo(text: str) -> RdmaResult:
         for p in h["ports"]:
             lines[f"{h['name']}:{p['port']}"] = p["line"]
         layer = next((p.link_layer for p in ports if p.link_layer), None)
-        nics.append(Nic(name=h["name"], kind=_kind(h["name"], layer), ports=ports,
-                        fw_version=h["kv"].get("fw_ver"), hca_type=h["kv"].get("board_id"),
-                        node_guid=h["kv"].get("node_guid"),
-                        vendor_id=_int(h["kv"].get("vendor_id"))))
+        nics.append(
+            Nic(
+                name=h["name"],
+                kind=_kind(h["name"], layer),
+                ports=ports,
+                fw_version=h["kv"].get("fw_ver"),
+                hca_type=h["kv"].get("board_id"),
+                node_guid=h["kv"].get("node_guid"),
+                vendor_id=_int(h["kv"].get("vendor_id")),
+            )
+        )
         if not ports:
             damaged.append(f"{h['name']}: no port: section (cut paste?): its port states are unknown")
     return RdmaResult("ibv_devinfo", tuple(nics), lines, damaged=tuple(damaged))
@@ -203,10 +240,14 @@ def _devinfo_port(p: dict) -> NicPort:
     speed = regex.match(r"\s*([\d.]+)\s*Gbps", p.get("active_speed") or "")
     rate = width * float(speed[1]) if width and speed else None
     phys = p.get("phys_state")
-    return NicPort(port=p["port"], state=_state(p["state"]) if "state" in p else None,
-                   phys_state=phys.split(" (")[0] if phys else None, rate_gbps=rate,
-                   rate_text=f"{p.get('active_width')} x {p.get('active_speed')}" if rate else None,
-                   link_layer=p.get("link_layer"))
+    return NicPort(
+        port=p["port"],
+        state=_state(p["state"]) if "state" in p else None,
+        phys_state=phys.split(" (")[0] if phys else None,
+        rate_gbps=rate,
+        rate_text=f"{p.get('active_width')} x {p.get('active_speed')}" if rate else None,
+        link_layer=p.get("link_layer"),
+    )
 
 
 # ---- ibdev2netdev ----
@@ -246,8 +287,10 @@ def parse_ibdev2netdev(text: str) -> RdmaResult:
 
 # ---- show_gids ----
 
-_GID = regex.compile(r"^(?P<dev>\S+)\s+(?P<port>\d+)\s+(?P<idx>\d+)\s+(?P<gid>[0-9a-fA-F:]{15,39})\s+"
-                     r"(?:(?P<ip>\d{1,3}(?:\.\d{1,3}){3})\s+)?(?P<ver>v[12])\s*(?P<net>\S+)?\s*$")
+_GID = regex.compile(
+    r"^(?P<dev>\S+)\s+(?P<port>\d+)\s+(?P<idx>\d+)\s+(?P<gid>[0-9a-fA-F:]{15,39})\s+"
+    r"(?:(?P<ip>\d{1,3}(?:\.\d{1,3}){3})\s+)?(?P<ver>v[12])\s*(?P<net>\S+)?\s*$"
+)
 
 
 def parse_show_gids(text: str) -> RdmaResult:
@@ -259,7 +302,8 @@ def parse_show_gids(text: str) -> RdmaResult:
         if m:
             kind = "RoCE v2" if m["ver"] == "v2" else "IB/RoCE v1"
             gids.setdefault((m["dev"], int(m["port"])), []).append(
-                Gid(index=int(m["idx"]), gid=m["gid"], type=kind, netdev=m["net"]))
+                Gid(index=int(m["idx"]), gid=m["gid"], type=kind, netdev=m["net"])
+            )
             lines.setdefault(f"{m['dev']}:{m['port']}", number)
         elif line.strip() and not regex.match(r"^(?:DEV\s|---|n_gids_found)", line.strip()):
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
@@ -268,9 +312,15 @@ def parse_show_gids(text: str) -> RdmaResult:
     by_dev: dict[str, list[NicPort]] = {}
     for (dev, port), items in gids.items():
         by_dev.setdefault(dev, []).append(NicPort(port=port, link_layer="Ethernet", gids=tuple(items)))
-    nics = tuple(Nic(name=dev, kind="roce", ports=tuple(ports),
-                     netdevs=tuple(dict.fromkeys(g.netdev for p in ports for g in p.gids if g.netdev)))
-                 for dev, ports in by_dev.items())
+    nics = tuple(
+        Nic(
+            name=dev,
+            kind="roce",
+            ports=tuple(ports),
+            netdevs=tuple(dict.fromkeys(g.netdev for p in ports for g in p.gids if g.netdev)),
+        )
+        for dev, ports in by_dev.items()
+    )
     return RdmaResult("show_gids", nics, lines, damaged=tuple(damaged))
 
 
@@ -280,13 +330,19 @@ def merge_nic(old: Nic, new: Nic) -> Nic:
     for p in new.ports:
         ports[p.port] = _merge_port(ports[p.port], p) if p.port in ports else p
     kind = new.kind if new.kind != "unknown" else old.kind
-    fields = {k: getattr(new, k) for k in ("pci_address", "vendor_id", "device_id", "driver", "fw_version",
-                                           "hca_type", "node_guid") if getattr(new, k) is not None}
+    fields = {
+        k: getattr(new, k)
+        for k in ("pci_address", "vendor_id", "device_id", "driver", "fw_version", "hca_type", "node_guid")
+        if getattr(new, k) is not None
+    }
     netdevs = tuple(dict.fromkeys(old.netdevs + new.netdevs))
     return replace(old, kind=kind, ports=tuple(ports[n] for n in sorted(ports)), netdevs=netdevs, **fields)
 
 
 def _merge_port(old: NicPort, new: NicPort) -> NicPort:
-    fields = {k: getattr(new, k) for k in ("state", "phys_state", "rate_gbps", "rate_text", "link_layer")
-              if getattr(new, k) is not None}
+    fields = {
+        k: getattr(new, k)
+        for k in ("state", "phys_state", "rate_gbps", "rate_text", "link_layer")
+        if getattr(new, k) is not None
+    }
     return replace(old, gids=new.gids or old.gids, **fields)

@@ -47,7 +47,9 @@ class SmiQueryResult:
 
 # text key paths -> canonical names shared with the XML form
 _TEXT_KEYS = {
-    "Product Name": "name", "GPU UUID": "uuid", "Serial Number": "serial",
+    "Product Name": "name",
+    "GPU UUID": "uuid",
+    "Serial Number": "serial",
     "PCI/Bus Id": "bus_id",
     "PCI/GPU Link Info/PCIe Generation/Max": "gen_max",
     "PCI/GPU Link Info/PCIe Generation/Current": "gen_cur",
@@ -55,17 +57,26 @@ _TEXT_KEYS = {
     "PCI/GPU Link Info/PCIe Generation/Host Max": "gen_host_max",
     "PCI/GPU Link Info/Link Width/Max": "width_max",
     "PCI/GPU Link Info/Link Width/Current": "width_cur",
-    "Persistence Mode": "persistence", "MIG Mode/Current": "mig",
-    "Compute Mode": "compute_mode", "ECC Mode/Current": "ecc_mode",
+    "Persistence Mode": "persistence",
+    "MIG Mode/Current": "mig",
+    "Compute Mode": "compute_mode",
+    "ECC Mode/Current": "ecc_mode",
     "ECC Errors/Volatile/DRAM Uncorrectable": "ecc_uncorr",
     "ECC Errors/Volatile/Double Bit/Total": "ecc_uncorr",
-    "Remapped Rows/Pending": "remap_pending", "Remapped Rows/Remapping Failure Occurred": "remap_failure",
-    "Retired Pages/Pending Page Blacklist": "retired_pending", "Retired Pages/Pending": "retired_pending",
-    "Fabric/State": "fabric_state", "Fabric/Status": "fabric_status", "Fabric/CliqueId": "clique",
+    "Remapped Rows/Pending": "remap_pending",
+    "Remapped Rows/Remapping Failure Occurred": "remap_failure",
+    "Retired Pages/Pending Page Blacklist": "retired_pending",
+    "Retired Pages/Pending": "retired_pending",
+    "Fabric/State": "fabric_state",
+    "Fabric/Status": "fabric_status",
+    "Fabric/CliqueId": "clique",
     "Fabric/ClusterUUID": "cluster",
 }
 _XML_KEYS = {
-    "product_name": "name", "uuid": "uuid", "serial": "serial", "pci/pci_bus_id": "bus_id",
+    "product_name": "name",
+    "uuid": "uuid",
+    "serial": "serial",
+    "pci/pci_bus_id": "bus_id",
     "pci/pci_gpu_link_info/pcie_gen/max_link_gen": "gen_max",
     "pci/pci_gpu_link_info/pcie_gen/current_link_gen": "gen_cur",
     "pci/pci_gpu_link_info/pcie_gen/device_current_link_gen": "gen_dev_cur",
@@ -73,12 +84,17 @@ _XML_KEYS = {
     "pci/pci_gpu_link_info/pcie_gen/max_host_link_gen": "gen_host_max",
     "pci/pci_gpu_link_info/link_widths/max_link_width": "width_max",
     "pci/pci_gpu_link_info/link_widths/current_link_width": "width_cur",
-    "persistence_mode": "persistence", "mig_mode/current_mig": "mig", "compute_mode": "compute_mode",
-    "ecc_mode/current_ecc": "ecc_mode", "ecc_errors/volatile/dram_uncorrectable": "ecc_uncorr",
+    "persistence_mode": "persistence",
+    "mig_mode/current_mig": "mig",
+    "compute_mode": "compute_mode",
+    "ecc_mode/current_ecc": "ecc_mode",
+    "ecc_errors/volatile/dram_uncorrectable": "ecc_uncorr",
     "ecc_errors/volatile/double_bit/total": "ecc_uncorr",
     "remapped_rows/remapped_row_pending": "remap_pending",
     "remapped_rows/remapped_row_failure": "remap_failure",
-    "fabric/state": "fabric_state", "fabric/status": "fabric_status", "fabric/cliqueId": "clique",
+    "fabric/state": "fabric_state",
+    "fabric/status": "fabric_status",
+    "fabric/cliqueId": "clique",
     "fabric/clusterUuid": "cluster",
 }
 _GPU_HEAD = regex.compile(r"^GPU (?P<addr>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
@@ -116,9 +132,13 @@ def _parse_text(text: str) -> SmiQueryResult:
             top.setdefault(key, m["v"])
     if not sections:
         raise SmiQueryParseError("no 'GPU 00000000:BB:DD.F' section: not nvidia-smi -q output")
-    canon = [(addr, line, {_TEXT_KEYS[k]: v for k, v in f.items() if k in _TEXT_KEYS}, f)
-             for addr, line, f in sections]
-    driver = DriverInfo(driver_version=top.get("Driver Version"), cuda_driver_version=_cuda(top.get("CUDA Version")))
+    canon = [
+        (addr, line, {_TEXT_KEYS[k]: v for k, v in f.items() if k in _TEXT_KEYS}, f)
+        for addr, line, f in sections
+    ]
+    driver = DriverInfo(
+        driver_version=top.get("Driver Version"), cuda_driver_version=_cuda(top.get("CUDA Version"))
+    )
     return _result("text", canon, driver)
 
 
@@ -133,11 +153,15 @@ def _parse_xml(text: str) -> SmiQueryResult:
     for i, gpu in enumerate(root.findall("gpu")):
         flat: dict[str, str] = {}
         _flatten(gpu, "", flat)
-        canon.append((gpu.get("id") or "", i, {_XML_KEYS[k]: v for k, v in flat.items() if k in _XML_KEYS}, flat))
+        canon.append(
+            (gpu.get("id") or "", i, {_XML_KEYS[k]: v for k, v in flat.items() if k in _XML_KEYS}, flat)
+        )
     if not canon:
         raise SmiQueryParseError("no <gpu> element in nvidia_smi_log")
-    driver = DriverInfo(driver_version=(root.findtext("driver_version") or None),
-                        cuda_driver_version=_cuda(root.findtext("cuda_version")))
+    driver = DriverInfo(
+        driver_version=(root.findtext("driver_version") or None),
+        cuda_driver_version=_cuda(root.findtext("cuda_version")),
+    )
     return _result("xml", canon, driver)
 
 
@@ -174,31 +198,52 @@ _NEEDED = ("name", "bus_id", "gen_max", "gen_cur", "width_max", "width_cur")
 
 def _result(form: str, canon: list, driver: DriverInfo) -> SmiQueryResult:
     gpus, queries, damaged = [], [], []
-    for index, (addr, line, f, raw) in enumerate(canon):
+    for index, (addr, line, f, _raw) in enumerate(canon):
         address = pciaddr.try_normalize(_known(f.get("bus_id")) or addr)
         missing = [k for k in _NEEDED if k not in f]
         if missing:
             damaged.append(f"GPU {addr or index} (line {line}): {', '.join(missing)} not in the paste")
-        gpus.append(Gpu(
-            index=index, name=_known(f.get("name")), uuid=_known(f.get("uuid")), serial=_known(f.get("serial")),
-            pci_address=address, pcie_gen=_num(f.get("gen_cur") or f.get("gen_dev_cur")),
-            pcie_max_gen=_num(f.get("gen_max")), pcie_gpu_max_gen=_num(f.get("gen_dev_max")),
-            pcie_width=_num(f.get("width_cur")), pcie_max_width=_num(f.get("width_max")),
-            persistence_mode=_on(f.get("persistence")), mig_mode=_on(f.get("mig")), fabric=_fabric(f),
-        ))
-        queries.append(GpuQuery(
-            index=index, line=line, compute_mode=_known(f.get("compute_mode")), ecc_mode=_known(f.get("ecc_mode")),
-            ecc_uncorrectable_volatile=_num(_known(f.get("ecc_uncorr"))),
-            remapped_rows_pending=_known(f.get("remap_pending")),
-            remapped_rows_failure=_known(f.get("remap_failure")),
-            retired_pages_pending=_known(f.get("retired_pending")), mig_current=_known(f.get("mig")),
-            fields={k: v for k, v in f.items()},
-        ))
+        gpus.append(
+            Gpu(
+                index=index,
+                name=_known(f.get("name")),
+                uuid=_known(f.get("uuid")),
+                serial=_known(f.get("serial")),
+                pci_address=address,
+                pcie_gen=_num(f.get("gen_cur") or f.get("gen_dev_cur")),
+                pcie_max_gen=_num(f.get("gen_max")),
+                pcie_gpu_max_gen=_num(f.get("gen_dev_max")),
+                pcie_width=_num(f.get("width_cur")),
+                pcie_max_width=_num(f.get("width_max")),
+                persistence_mode=_on(f.get("persistence")),
+                mig_mode=_on(f.get("mig")),
+                fabric=_fabric(f),
+            )
+        )
+        queries.append(
+            GpuQuery(
+                index=index,
+                line=line,
+                compute_mode=_known(f.get("compute_mode")),
+                ecc_mode=_known(f.get("ecc_mode")),
+                ecc_uncorrectable_volatile=_num(_known(f.get("ecc_uncorr"))),
+                remapped_rows_pending=_known(f.get("remap_pending")),
+                remapped_rows_failure=_known(f.get("remap_failure")),
+                retired_pages_pending=_known(f.get("retired_pending")),
+                mig_current=_known(f.get("mig")),
+                fields={k: v for k, v in f.items()},
+            )
+        )
     return SmiQueryResult(form, tuple(gpus), tuple(queries), driver, tuple(damaged))
 
 
-_FABRIC_STATES = {"completed": "completed", "in progress": "in_progress", "not started": "not_started",
-                  "not supported": "not_supported", "n/a": "not_supported"}
+_FABRIC_STATES = {
+    "completed": "completed",
+    "in progress": "in_progress",
+    "not started": "not_started",
+    "not supported": "not_supported",
+    "n/a": "not_supported",
+}
 
 
 def _fabric(f: dict[str, str]) -> GpuFabric | None:
@@ -206,5 +251,8 @@ def _fabric(f: dict[str, str]) -> GpuFabric | None:
     if state is None:
         return None
     clique = _num(f.get("clique"))
-    return GpuFabric(state=_FABRIC_STATES.get(state.strip().lower(), state.strip().lower()),
-                     cluster_uuid=_known(f.get("cluster")), clique_id=clique)
+    return GpuFabric(
+        state=_FABRIC_STATES.get(state.strip().lower(), state.strip().lower()),
+        cluster_uuid=_known(f.get("cluster")),
+        clique_id=clique,
+    )

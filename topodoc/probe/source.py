@@ -104,6 +104,6 @@ def _text_snapshot(path: str) -> model.Snapshot:
     except InputError as err:
         raise SourceError(str(err)) from err
     if item.kind not in ("hwloc-xml", "nccl-topo-xml", "topodoc-json") or item.parsed is None:
-        raise SourceError(f"{path}: {item.error or 'not a machine description (hwloc XML, NCCL topology XML, '}"
-                          f"{'' if item.error else 'topodoc probe --json)'}")
+        what = "not a machine description (hwloc XML, NCCL topology XML, topodoc probe --json)"
+        raise SourceError(f"{path}: {item.error or what}")
     return item.parsed
