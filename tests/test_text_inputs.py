@@ -136,3 +136,25 @@ def test_export_round_trip_keeps_nccl_paths(tmp_path: Path) -> None:
 def test_topo_from_nccl_xml_like_a_recording() -> None:
     result = run_cli("topo", "--from", str(ROOT / "fixtures/text/nccl-topo-xml/azure-ndv4-topo.xml"))
     assert result.returncode == 0 and "8 GPUs" in result.stdout
+
+
+TOPO_FIXTURES = sorted((ROOT / "fixtures" / "topo").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", TOPO_FIXTURES, ids=lambda p: p.stem)
+def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
+    """topo -m alone: the stand-in PCIe tree gives every GPU/NIC pair the class the matrix printed."""
+    from topodoc.rules.machine import pci_class
+    from topodoc.textmachine import _nic_names, build
+
+    item = parse_text(str(path), path.read_text())
+    if item.kind != "smi-topo" or item.parsed is None or item.parsed.kind != "topo":
+        pytest.skip("a -p2p matrix or not a matrix")
+    snapshot = build([item]).snapshot
+    where = {f"GPU{g.index}": g.pci_address for g in snapshot.gpus}
+    nics = {n.name: n.pci_address for n in snapshot.nics}
+    where |= {col: nics[name] for col, name in _nic_names(item.parsed).items()}
+    classes = {"PIX", "PXB", "PHB", "NODE", "SYS"}
+    cells = [(r, c, v) for r, row in item.parsed.links.items() for c, v in row.items() if v in classes]
+    assert cells
+    assert [(r, c, pci_class(snapshot, where[r], where[c])) for r, c, _ in cells] == cells

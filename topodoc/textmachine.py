@@ -271,8 +271,13 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
             "smi-topo",
             f"{item.path}:{lines.get(g.name, 0)}",
         )
+    names = _nic_names(matrix)
+    dupes = sorted({n.device for n in matrix.nics if n.device and names[n.name] != n.device})
+    if dupes:
+        b.notes.append(f"the NIC legend gives {', '.join(dupes)} to more than one NIC column: those NICs are "
+                       f"named by their column ({item.path})")
     for n in matrix.nics:
-        name = n.device or n.name
+        name = names[n.name]
         if name not in b.nics:
             kind = _nic_kind(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
             b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {}, item.path)
@@ -313,6 +318,15 @@ _APPLY = {
 }
 
 
+def _nic_names(matrix: ConnectionMatrix) -> dict[str, str]:
+    """NIC column -> device name from the legend; a name the legend gives twice keeps the column name."""
+    counts: dict[str, int] = {}
+    for n in matrix.nics:
+        if n.device:
+            counts[n.device] = counts.get(n.device, 0) + 1
+    return {n.name: n.device if n.device and counts[n.device] == 1 else n.name for n in matrix.nics}
+
+
 def _gpu_number(name: str) -> int | None:
     m = re.fullmatch(r"GPU(\d+)", name)
     return int(m[1]) if m else None
@@ -350,7 +364,7 @@ def _place_from_matrix(b: _Builder) -> None:
     numa = {g.name: g.numa_affinity for g in matrix.gpus}
     groups = {level: _clusters(names, cell, numa, level) for level in ("PIX", "PXB", "PHB", "NODE")}
     alloc = _Alloc()
-    nic_names = {n.name: n.device or n.name for n in matrix.nics}
+    nic_names = _nic_names(matrix)
     addresses: dict[str, str] = {}
     for node_i, node in enumerate(_sorted_groups(groups["NODE"], names)):
         numa_id = _numa_id(node, numa, node_i)
@@ -362,13 +376,9 @@ def _place_from_matrix(b: _Builder) -> None:
                 top = alloc.bridge(b, root, None, numa_id, "upstream") if len(pxb) > 1 else root
                 for pix in pix_groups:
                     parent = top
-                    if len(pix) > 1:
-                        down = (
-                            alloc.bridge(b, top, None, numa_id, "downstream") if len(pix_groups) > 1 else top
-                        )
-                        parent = (
-                            alloc.bridge(b, down, None, numa_id, "upstream") if len(pix_groups) > 1 else top
-                        )
+                    if len(pix_groups) > 1:  # each PIX group under its own switch, below the shared one
+                        down = alloc.bridge(b, top, None, numa_id, "downstream")
+                        parent = alloc.bridge(b, down, None, numa_id, "upstream")
                     for name in pix:
                         port = (
                             alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
