@@ -17,15 +17,6 @@ from topodoc.textinputs import parse_text
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "text" / "cases"
 FIXTURES = inputs()
-DIR_KIND = {
-    "ibstat": "ibstat",
-    "ibdev2netdev": "ibdev2netdev",
-    "nvlink": "nvlink",
-    "lspci": "lspci",
-    "nvidia-smi-q": "nvidia-smi-q",
-    "hwloc-xml": "hwloc-xml",
-    "nccl-topo-xml": "nccl-topo-xml",
-}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -37,7 +28,7 @@ def test_golden(path: Path) -> None:
 def test_detected_by_content_not_name(path: Path, tmp_path: Path) -> None:
     renamed = tmp_path / "paste.log"
     renamed.write_bytes(path.read_bytes())
-    assert parse_text(str(renamed), renamed.read_text()).kind == DIR_KIND[path.parent.name]
+    assert parse_text(str(renamed), renamed.read_text()).kind == path.parent.name  # directories are kinds
 
 
 def test_prose_is_unknown_not_mislabelled() -> None:
@@ -158,3 +149,51 @@ def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     cells = [(r, c, v) for r, row in item.parsed.links.items() for c, v in row.items() if v in classes]
     assert cells
     assert [(r, c, pci_class(snapshot, where[r], where[c])) for r, c, _ in cells] == cells
+
+
+def test_nvlink_s_inactive_links_cite_their_lines() -> None:
+    data = _diagnose(str(CASES / "a100-nvlink-s-two-inactive.txt"))
+    down = next(f for f in data["findings"] if f["rule"] == "nvlink-link-down")
+    assert down["subject"] == "GPU2" and "link 3, 5 inactive" in down["message"]
+    assert [e["where"].rsplit(":", 1)[1] for e in down["evidence"]] == ["31", "33"]
+
+
+def test_cut_nvlink_paste_is_damaged_not_a_link_down() -> None:
+    data = _diagnose(str(ROOT / "fixtures/text/nvlink/a100-all-up-cut.txt"))
+    assert "nvlink-link-down" not in _rules(data)
+    assert "the paste is cut" in data["inputs"]["files"][0]["damaged"][0]
+
+
+def test_ibv_devinfo_port_down_and_show_gids_v2_present() -> None:
+    data = _diagnose(
+        str(ROOT / "fixtures/text/ibv-devinfo/cx6-roce-port-down.txt"),
+        str(ROOT / "fixtures/text/show-gids/macvlan-pod-tabs.txt"),
+    )
+    assert [f["subject"] for f in data["findings"] if f["rule"] == "ib-port-down"] == ["mlx5_12 port 1"]
+    assert "roce-no-v2-gid" not in {s["rule"] for s in data["skipped"]}  # it ran: the GIDs were read
+    assert "roce-no-v2-gid" not in _rules(data)  # both pods' ports have RoCE v2 GIDs
+
+
+def test_reader_gzip_utf16_crlf_ansi_and_stdin(tmp_path: Path) -> None:
+    import gzip
+
+    text = (ROOT / "fixtures/text/ibstat/a100-one-port-down.txt").read_text()
+    gz = tmp_path / "a.bin"
+    gz.write_bytes(gzip.compress(text.encode()))
+    utf16 = tmp_path / "b.txt"
+    utf16.write_bytes(("\x1b[32m" + text.replace("\n", "\r\n") + "\x1b[0m").encode("utf-16"))
+    for path in (gz, utf16):
+        data = _diagnose(str(path))
+        assert [f["subject"] for f in data["findings"] if f["rule"] == "ib-port-down"] == ["mlx5_1 port 1"]
+    result = run_cli("diagnose", "--json", "--fail-on", "critical", "-", input=text)
+    assert json.loads(result.stdout)["inputs"]["files"][0]["kind"] == "ibstat"
+
+
+def test_launcher_prefixes_are_stripped() -> None:
+    from topodoc.parsers.textread import clean
+
+    text = (ROOT / "fixtures/text/ibstat/a100-one-port-down.txt").read_text()
+    plain = parse_text("x", text).parsed
+    for prefix in ("[1,0]<stdout>:", "node-7: ", "3: "):
+        pasted = "".join(f"{prefix}{line}\n" for line in text.splitlines())
+        assert parse_text("x", clean(pasted)).parsed == plain

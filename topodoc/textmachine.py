@@ -225,6 +225,8 @@ def _apply_nvlink(b: _Builder, item: TextInput) -> None:
             remote = {link.link: link for link in old.nvlinks}
             links = tuple(replace(remote[n.link], active=n.active) if n.link in remote else n for n in links)
         b.gpu(Gpu(index=g.index, name=g.name, uuid=g.uuid, nvlinks=links), "nvlink", f"{item.path}:{g.line}")
+        for n, line in g.link_lines.items():
+            b.prov[f"gpu{g.index}:link{n}"] = ("nvlink", f"{item.path}:{line}")
         if res.form == "status":
             b.facts.add("nvlink-status")
 
@@ -274,8 +276,10 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
     names = _nic_names(matrix)
     dupes = sorted({n.device for n in matrix.nics if n.device and names[n.name] != n.device})
     if dupes:
-        b.notes.append(f"the NIC legend gives {', '.join(dupes)} to more than one NIC column: those NICs are "
-                       f"named by their column ({item.path})")
+        b.notes.append(
+            f"the NIC legend gives {', '.join(dupes)} to more than one NIC column: those NICs are "
+            f"named by their column ({item.path})"
+        )
     for n in matrix.nics:
         name = names[n.name]
         if name not in b.nics:
@@ -601,7 +605,7 @@ def rules_to_skip(machine: TextMachine, rule_ids: list[str]) -> dict[str, str]:
 
 _ADDR = re.compile(r"(?:[0-9a-f]{4}:)[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _IBPORT = re.compile(r"/sys/class/infiniband/([^/]+)/ports/(\d+)/")
-_NVML = re.compile(r"^nvml\w*\((\d+)\)$|^\w+\((\d+)\)$")
+_NVML = re.compile(r"^\w+\((\d+)(?:,\s*(\d+))?[^)]*\)$")
 
 
 def cite(report, machine: TextMachine):
@@ -617,7 +621,9 @@ def cite(report, machine: TextMachine):
             key = f"{port[1]}:{port[2]}" if port else addr[0] if addr else None
         elif ev.source == "nvml":
             m = _NVML.match(ev.where)
-            key = f"gpu{m[1] or m[2]}" if m else None
+            key = f"gpu{m[1]}" if m else None
+            if m and m[2] and f"gpu{m[1]}:link{m[2]}" in machine.provenance:
+                key = f"gpu{m[1]}:link{m[2]}"
         if key and key in machine.provenance:
             kind, where = machine.provenance[key]
             return Evidence(title(kind), where, _relabel(ev.value, machine))

@@ -140,7 +140,7 @@ KINDS: tuple[Kind, ...] = (
         "show-gids",
         "show_gids",
         _any(
-            _has(r"^DEV\s+PORT\s+INDEX\s+GID\b"),
+            _has(r"^\s*DEV\s+PORT\s+INDEX\s+GID\b"),
             _has(r"^\S+\s+\d+\s+\d+\s+[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}\s+\S*\s*v[12]\b", 2),
         ),
     ),

@@ -24,6 +24,7 @@ class NvlinkGpu:
     line: int
     links: tuple[NvLink, ...] = ()
     speeds_gbs: dict[int, float] = field(default_factory=dict)
+    link_lines: dict[int, int] = field(default_factory=dict)  # link number -> line in the input
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,14 @@ def parse(text: str) -> NvlinkResult:
                     "line": number,
                     "links": {},
                     "speeds": {},
+                    "lines": {},
                 }
             )
             continue
         link = _LINK.match(line)
         if link and gpus:
             n, rest = int(link["n"]), link["rest"]
+            gpus[-1]["lines"][n] = number
             speed = _SPEED.match(rest)
             if speed:
                 gpus[-1]["links"][n] = True
@@ -77,6 +80,7 @@ def parse(text: str) -> NvlinkResult:
             damaged.append(f"line {number}: Link line before any GPU line (header cut): not read")
     if not gpus:
         raise NvlinkParseError("no 'GPU N: <name> (UUID: ...)' line: not nvidia-smi nvlink output")
+    _drop_cut(gpus, form, damaged)
     out = tuple(
         NvlinkGpu(
             g["i"],
@@ -85,10 +89,24 @@ def parse(text: str) -> NvlinkResult:
             g["line"],
             tuple(NvLink(link=n, active=a) for n, a in sorted(g["links"].items())),
             dict(g["speeds"]),
+            dict(g["lines"]) if g["links"] else {},
         )
         for g in gpus
     )
-    for g in out:
-        if not g.links:
+    for g, raw in zip(out, gpus, strict=True):
+        if not g.links and not raw.get("cut"):
             damaged.append(f"GPU {g.index} (line {g.line}): no Link lines (cut paste, or NVLink absent)")
     return NvlinkResult(form, out, tuple(damaged))
+
+
+def _drop_cut(gpus: list[dict], form: str, damaged: list[str]) -> None:
+    """``-s`` prints every link, ``<inactive>`` ones too: a GPU with fewer link lines than a peer was cut
+    out of the paste, so its partial list is dropped (unknown) rather than read as links down."""
+    most = max(len(g["links"]) for g in gpus)
+    for g in gpus:
+        if form == "status" and 0 < len(g["links"]) < most:
+            damaged.append(
+                f"GPU {g['i']} (line {g['line']}): {len(g['links'])} link line(s) where other GPUs "
+                f"have {most}: the paste is cut, so its link states are not used"
+            )
+            g["links"], g["speeds"], g["cut"] = {}, {}, True

@@ -185,6 +185,7 @@ _WIDTH = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
 
 
 def parse_ibv_devinfo(text: str) -> RdmaResult:
+    orphans: list[int] = []
     hcas: list[dict] = []
     lines: dict[str, int] = {}
     damaged: list[str] = []
@@ -204,8 +205,16 @@ def parse_ibv_devinfo(text: str) -> RdmaResult:
                 hcas[-1]["kv"][kv["k"]] = kv["v"]
         elif line.strip() and hcas and ":" not in line:
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
+        elif kv and not hcas:
+            orphans.append(number)
     if not hcas:
         raise RdmaParseError("no hca_id: lines: not ibv_devinfo output")
+    if orphans:
+        damaged.insert(
+            0,
+            f"lines {orphans[0]}-{orphans[-1]}: fields before the first hca_id: line (its device "
+            "header was cut): not read",
+        )
     nics = []
     for h in hcas:
         ports = tuple(_devinfo_port(p) for p in h["ports"])
