@@ -197,3 +197,33 @@ def test_launcher_prefixes_are_stripped() -> None:
     for prefix in ("[1,0]<stdout>:", "node-7: ", "3: "):
         pasted = "".join(f"{prefix}{line}\n" for line in text.splitlines())
         assert parse_text("x", clean(pasted)).parsed == plain
+
+
+def _vocabulary(text: str) -> set[tuple[str, str]]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    return {(node.tag, attr) for node in root.iter() for attr in node.attrib} | {(n.tag, "") for n in root.iter()}
+
+
+def test_export_dgx_a100_round_trip_and_speaks_nccls_vocabulary(tmp_path: Path) -> None:
+    """Every element and attribute the export writes is one NCCL's own dumps use (the DGX A100 dump of
+    NVIDIA/nccl#1505 and Azure's ndv4 topology file), and the file reads back to the same NCCL paths."""
+    from topodoc.parsers.nccl_topo_xml import parse
+    from topodoc.probe.source import load_snapshot
+    from topodoc.topology.pcitree import nccl_level
+
+    out = tmp_path / "topo.xml"
+    assert run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "-o", str(out)).returncode == 0
+    real = (ROOT / "fixtures/text/nccl-topo-xml/dgx-a100-excerpt-cut.xml").read_text()
+    real_vocab = _vocabulary("<system><cpu><pci><pci>" + real + "</pci></cpu></system>") | _vocabulary(
+        (ROOT / "fixtures/text/nccl-topo-xml/azure-ndv4-topo.xml").read_text()
+    )
+    assert _vocabulary(out.read_text()) <= real_vocab
+    before, after = load_snapshot("example:dgx-a100"), parse(out.read_text())
+    ends = [g.pci_address for g in before.gpus] + [n.pci_address for n in before.nics if n.kind == "ib"]
+    pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i + 1 :]]
+    assert [nccl_level(after.pci, a, b) for a, b in pairs] == [nccl_level(before.pci, a, b) for a, b in pairs]
+    assert [len(g.nvlinks) for g in after.gpus] == [sum(1 for x in g.nvlinks if x.active) for g in before.gpus]
+    pci_only = run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "--pci-only").stdout
+    assert "<gpu" not in pci_only and "<nic" not in pci_only and 'class="0x030200"' in pci_only
