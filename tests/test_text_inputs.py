@@ -203,7 +203,9 @@ def _vocabulary(text: str) -> set[tuple[str, str]]:
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
-    return {(node.tag, attr) for node in root.iter() for attr in node.attrib} | {(n.tag, "") for n in root.iter()}
+    return {(node.tag, attr) for node in root.iter() for attr in node.attrib} | {
+        (n.tag, "") for n in root.iter()
+    }
 
 
 def test_export_dgx_a100_round_trip_and_speaks_nccls_vocabulary(tmp_path: Path) -> None:
@@ -224,6 +226,8 @@ def test_export_dgx_a100_round_trip_and_speaks_nccls_vocabulary(tmp_path: Path) 
     ends = [g.pci_address for g in before.gpus] + [n.pci_address for n in before.nics if n.kind == "ib"]
     pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i + 1 :]]
     assert [nccl_level(after.pci, a, b) for a, b in pairs] == [nccl_level(before.pci, a, b) for a, b in pairs]
-    assert [len(g.nvlinks) for g in after.gpus] == [sum(1 for x in g.nvlinks if x.active) for g in before.gpus]
+    assert [len(g.nvlinks) for g in after.gpus] == [
+        sum(1 for x in g.nvlinks if x.active) for g in before.gpus
+    ]
     pci_only = run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "--pci-only").stdout
     assert "<gpu" not in pci_only and "<nic" not in pci_only and 'class="0x030200"' in pci_only

@@ -48,6 +48,10 @@ def parse(text: str, source: str = "nccl-topo") -> Snapshot:
     extra: tuple[Gap, ...] = ()
     if not gpus:
         gpus, nics, extra = _by_class(pci, source)
+    if root.get("_cut"):
+        extra += (
+            Gap("the rest of the file", GapReason.ERROR, source, f"the XML stops early: {root.get('_cut')}"),
+        )
     gaps = extra + (
         Gap(
             "host bridges",
@@ -98,16 +102,18 @@ def _by_class(pci: dict[str, PciDevice], source: str) -> tuple[list[Gpu], list[N
 
 
 def _root(text: str) -> ET.Element:
+    from topodoc.parsers.xmlcut import XmlError, parse_prefix
+
     if len(text) > MAX_CHARS:
         raise NcclTopoParseError("larger than 16 MiB: not a topology file")
-    if "<!ENTITY" in text:
-        raise NcclTopoParseError("XML with entity declarations is not read")
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise NcclTopoParseError(f"broken XML: {err}") from err
+        root, cut = parse_prefix(text)
+    except XmlError as err:
+        raise NcclTopoParseError(str(err)) from err
     if root.tag != "system":
-        raise NcclTopoParseError(f"root element is <{root.tag}>, not <system>")
+        raise NcclTopoParseError(f"root element is <{root.tag}>, not <system>: an excerpt, not a whole file")
+    if cut:
+        root.set("_cut", cut)
     return root
 
 

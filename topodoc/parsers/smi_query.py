@@ -8,7 +8,7 @@ numbering). A GPU section cut short is listed in ``damaged`` with the fields it 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import regex
 
@@ -143,12 +143,12 @@ def _parse_text(text: str) -> SmiQueryResult:
 
 
 def _parse_xml(text: str) -> SmiQueryResult:
-    if "<!ENTITY" in text:
-        raise SmiQueryParseError("XML with entity declarations is not read")
+    from topodoc.parsers.xmlcut import XmlError, parse_prefix
+
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise SmiQueryParseError(f"broken XML: {err}") from err
+        root, cut = parse_prefix(text)
+    except XmlError as err:
+        raise SmiQueryParseError(str(err)) from err
     canon = []
     for i, gpu in enumerate(root.findall("gpu")):
         flat: dict[str, str] = {}
@@ -162,7 +162,11 @@ def _parse_xml(text: str) -> SmiQueryResult:
         driver_version=(root.findtext("driver_version") or None),
         cuda_driver_version=_cuda(root.findtext("cuda_version")),
     )
-    return _result("xml", canon, driver)
+    result = _result("xml", canon, driver)
+    if cut:
+        note = f"the XML stops early ({cut}): fields after the cut are unknown"
+        result = replace(result, damaged=(note, *result.damaged))
+    return result
 
 
 def _flatten(node: ET.Element, prefix: str, out: dict[str, str]) -> None:
@@ -202,7 +206,8 @@ def _result(form: str, canon: list, driver: DriverInfo) -> SmiQueryResult:
         address = pciaddr.try_normalize(_known(f.get("bus_id")) or addr)
         missing = [k for k in _NEEDED if k not in f]
         if missing:
-            damaged.append(f"GPU {addr or index} (line {line}): {', '.join(missing)} not in the paste")
+            where = f" (line {line})" if form == "text" else ""
+            damaged.append(f"GPU {addr or index}{where}: {', '.join(missing)} not in the paste")
         gpus.append(
             Gpu(
                 index=index,
