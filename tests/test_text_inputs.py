@@ -231,3 +231,33 @@ def test_export_dgx_a100_round_trip_and_speaks_nccls_vocabulary(tmp_path: Path) 
     ]
     pci_only = run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "--pci-only").stdout
     assert "<gpu" not in pci_only and "<nic" not in pci_only and 'class="0x030200"' in pci_only
+
+
+def test_nic_nccl_used_vs_nearest_in_topo_m() -> None:
+    """The joined rail finding from text only: topo -m (GPU1 PIX to mlx5_1) and a log sending over mlx5_3."""
+    data = _diagnose(
+        str(ROOT / "fixtures/topo/hgx-h100-nv18-prompt-and-log.txt"),
+        str(ROOT / "fixtures/rules/rail-mismatch/fire.log"),
+    )
+    rail = next(f for f in data["findings"] if f["rule"] == "rail-mismatch")
+    assert "over mlx5_3 (NODE away) although mlx5_1 is PIX" in rail["message"]
+
+
+def test_one_paste_holding_a_matrix_and_a_log_is_read_as_both(tmp_path: Path) -> None:
+    both = tmp_path / "issue.txt"
+    both.write_text(
+        (ROOT / "fixtures/topo/hgx-h100-nv18-prompt-and-log.txt").read_text()
+        + (ROOT / "fixtures/rules/rail-mismatch/fire.log").read_text()
+    )
+    data = _diagnose(str(both))
+    (row,) = data["inputs"]["files"]
+    assert row["kind"] == "smi-topo" and "nccl-log" in row["also_read"]
+    assert data["inputs"]["log"] == str(both) and "rail-mismatch" in _rules(data)
+    assert "host name gpu-node-a from the shell prompt" in data["inputs"]["notes"][0]
+
+
+def test_from_recording_with_text_overlay() -> None:
+    """--from names the machine explicitly; an ibstat pasted beside it overlays the port states."""
+    data = _diagnose("--from", "example:dgx-a100", str(ROOT / "fixtures/text/ibstat/a100-one-port-down.txt"))
+    assert data["inputs"]["hardware"].startswith("example:dgx-a100 + the inputs")
+    assert "mlx5_1 port 1" in [f["subject"] for f in data["findings"] if f["rule"] == "ib-port-down"]

@@ -40,6 +40,7 @@ class TextInput:
     error: str | None = None
     damaged: tuple[str, ...] = ()
     text: str = ""
+    secondary: bool = False  # a second kind found in the same file (a paste holding topo -m and a log)
 
 
 def _smi_topo(text: str):
@@ -123,7 +124,28 @@ class InputError(ValueError):
 
 
 def read_inputs(paths: list[str]) -> list[TextInput]:
-    return [read_input(path) for path in paths]
+    """One entry per path, then one per other kind found in the same file that reads cleanly."""
+    out = []
+    for path in paths:
+        item = read_input(path)
+        out.append(item)
+        out.extend(_secondary(item))
+    return out
+
+
+def _secondary(item: TextInput) -> list[TextInput]:
+    extra = []
+    for kind in item.also:
+        if kind == "nccl-log":
+            extra.append(TextInput(item.path, kind, text=item.text, secondary=True))
+        elif kind in HARDWARE_KINDS and kind in PARSERS:
+            try:
+                parsed = PARSERS[kind](item.text)
+            except (ValueError, KeyError, IndexError):
+                continue
+            damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
+            extra.append(TextInput(item.path, kind, (), parsed, None, damaged, item.text, secondary=True))
+    return extra
 
 
 def read_input(path: str) -> TextInput:

@@ -144,6 +144,7 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
     for item in hardware:
         if item.kind in _APPLY:
             _APPLY[item.kind](b, item)
+    _apply_prompt_host(b, hardware)
     if logs is not None:
         _apply_log(b, logs)
     _place_from_matrix(b)
@@ -295,18 +296,44 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
 _P2P_FIELD = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics"}
 
 
+_PROMPT = re.compile(r"^\[?[\w.-]{1,64}@(?P<host>[A-Za-z0-9][\w.-]{0,62})[: ][^\n]{0,200}?[$#] ", re.M)
+
+
+def _apply_prompt_host(b: _Builder, hardware: list[TextInput]) -> None:
+    """The host name in a shell prompt pasted with the output (``ops@gpu-node-a:~$ nvidia-smi topo -m``):
+    the NCCL log's ranks on that host are then the ones the hardware describes."""
+    if b.host.hostname:
+        return
+    hosts = {}
+    for item in hardware:
+        m = _PROMPT.search(item.text[:65536])
+        if m:
+            hosts.setdefault(m["host"], item.path)
+    if len(hosts) == 1:
+        host, path = next(iter(hosts.items()))
+        b.host = replace(b.host, hostname=host)
+        b.notes.append(f"host name {host} from the shell prompt in {path}")
+    elif len(hosts) > 1:
+        b.notes.append(
+            f"the pasted shell prompts name {len(hosts)} hosts ({', '.join(sorted(hosts))}): "
+            "no host name taken"
+        )
+
+
 def _apply_log(b: _Builder, logs) -> None:
-    hosts = {r.host for r in logs.ranks if r.host}
+    """Each rank's GPU index and bus id, from one host: the one the hardware inputs name, else the first."""
+    hosts = sorted({r.host for r in logs.ranks if r.host})
+    short = (b.host.hostname or "").split(".")[0]
+    host = short if short in hosts else (hosts[0] if hosts else None)
     for rank in logs.ranks:
-        if rank.nvml_dev is None or (len(hosts) > 1 and rank.host != sorted(hosts)[0]):
+        if rank.nvml_dev is None or (host is not None and rank.host not in (host, None)):
             continue
+        if b.gpus and rank.nvml_dev not in b.gpus:
+            continue  # the hardware inputs list the GPUs; a rank on an unlisted index adds nothing
         where = f"{rank.evidence.file}:{rank.evidence.line}" if rank.evidence else "NCCL log"
-        if rank.nvml_dev in b.gpus or not b.gpus or b.facts & {"whole"}:
-            if rank.nvml_dev not in b.gpus and b.gpus:
-                continue
-            b.gpu(Gpu(index=rank.nvml_dev, pci_address=rank.bus_id), "nccl-log", where)
+        b.gpu(Gpu(index=rank.nvml_dev, pci_address=rank.bus_id), "nccl-log", where)
     if len(hosts) > 1:
-        b.notes.append(f"the NCCL log spans {len(hosts)} hosts: GPU bus ids taken from {sorted(hosts)[0]}")
+        b.notes.append(f"the NCCL log spans {len(hosts)} hosts: GPU bus ids taken from {host}")
 
 
 _APPLY = {

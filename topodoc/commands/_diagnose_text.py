@@ -34,7 +34,7 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
     usable = [i for i in inputs if i.kind != "unknown" and (i.parsed is not None or i.kind == "nccl-log")]
     if not usable and not logs and not nccl_tests and not source:
         _fail("no input was recognized: " + "; ".join(f"{i.path}: {i.error}" for i in inputs))
-    log_paths = tuple(logs) + tuple(i.path for i in inputs if i.kind == "nccl-log")
+    log_paths = tuple(dict.fromkeys(tuple(logs) + tuple(i.path for i in inputs if i.kind == "nccl-log")))
     if "-" in log_paths:
         log_paths = tuple(p for p in log_paths if p != "-") + (_stdin_copy(inputs),)
     analysis = _analyze(log_paths) if log_paths else None
@@ -62,7 +62,7 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
         "log": ", ".join(log_paths) or None,
         "nccl-tests": nccl_tests or (tests[0].path if tests else None),
     }
-    file_rows = [_file_row(i) for i in inputs]
+    file_rows = [_file_row(i, inputs) for i in inputs if not i.secondary]
     notes = list(machine.notes) if machine else []
     _emit(report, summary, file_rows, notes, as_json)
     if report.errors:
@@ -92,10 +92,13 @@ def _hardware_line(source, machine, inputs, kinds) -> str | None:
     return f"from the inputs ({gpus} GPU(s), {nics} NIC(s) described; this machine not probed)"
 
 
-def _file_row(item) -> dict:
+def _file_row(item, inputs) -> dict:
     row = {"path": item.path, "kind": item.kind, "taken_as": title(item.kind)}
     if item.also:
         row["also_contains"] = [title(k) for k in item.also]
+        row["also_read"] = [
+            k for k in item.also if any(s.secondary and s.path == item.path and s.kind == k for s in inputs)
+        ]
     if item.error:
         row["note"] = item.error
     if item.damaged:
@@ -114,7 +117,9 @@ def _emit(report, summary: dict, files: list[dict], notes: list[str], as_json: b
         return
     lines = []
     for row in files:
-        extra = f"; also contains {', '.join(row['also_contains'])}" if row.get("also_contains") else ""
+        read = {title(k) for k in row.get("also_read", [])}
+        also = [f"{t} (read)" if t in read else t for t in row.get("also_contains", [])]
+        extra = f"; also contains {', '.join(also)}" if also else ""
         lines.append(f"input {row['path']}: {row['taken_as']}{extra}")
         if row.get("note"):
             lines.append(f"  {row['note']}")
