@@ -261,3 +261,21 @@ def test_from_recording_with_text_overlay() -> None:
     data = _diagnose("--from", "example:dgx-a100", str(ROOT / "fixtures/text/ibstat/a100-one-port-down.txt"))
     assert data["inputs"]["hardware"].startswith("example:dgx-a100 + the inputs")
     assert "mlx5_1 port 1" in [f["subject"] for f in data["findings"] if f["rule"] == "ib-port-down"]
+
+
+def test_p2p_matrix_feeds_the_p2p_rule() -> None:
+    data = _diagnose(str(ROOT / "fixtures/topo/p2p-read-4gpu-cns.txt"))
+    p2p = next(f for f in data["findings"] if f["rule"] == "gpu-p2p-unsupported")
+    assert p2p["subject"] == "GPU0-GPU2, GPU0-GPU3, GPU1-GPU2, GPU1-GPU3"
+    assert p2p["evidence"][0]["where"].endswith("p2p-read-4gpu-cns.txt:3")
+
+
+def test_unreadable_file_is_one_line_exit_2() -> None:
+    result = run_cli_process("diagnose", "/nonexistent/paste.txt")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "cannot read /nonexistent/paste.txt" in result.stderr
+
+
+def test_nccl_tests_output_is_not_taken_for_a_log() -> None:
+    path = sorted((ROOT / "fixtures" / "nccl_tests").glob("*.txt"))[0]
+    assert parse_text(str(path), path.read_text()).kind == "nccl-tests"

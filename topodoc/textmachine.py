@@ -254,12 +254,18 @@ def _apply_rdma(b: _Builder, item: TextInput) -> None:
 def _apply_matrix(b: _Builder, item: TextInput) -> None:
     matrix: ConnectionMatrix = item.parsed
     if matrix.kind == "p2p":
+        lines = _matrix_lines(item.text)
+        mode = _P2P_FIELD.get(matrix.p2p_mode or "r", "read")
         for row, cells in matrix.links.items():
+            a = _gpu_number(row)
+            if a is not None:
+                b.gpu(Gpu(index=a), "smi-topo", f"{item.path}:{lines.get(row, 0)}")
             for col, cell in cells.items():
-                a, c = _gpu_number(row), _gpu_number(col)
+                c = _gpu_number(col)
                 if a is not None and c is not None and a < c:
                     old = b.pairs.get((a, c), GpuPair(a, c))
-                    b.pairs[(a, c)] = replace(old, **{f"p2p_{_P2P_FIELD.get(matrix.p2p_mode, 'read')}": cell})
+                    b.pairs[(a, c)] = replace(old, **{f"p2p_{mode}": cell})
+                    b.prov[f"pair{a}-{c}"] = ("smi-topo", f"{item.path}:{lines.get(row, 0)}")
         return
     b.matrix, b.matrix_path = matrix, item.path
     b.facts.add("matrix")
@@ -649,8 +655,10 @@ def cite(report, machine: TextMachine):
         elif ev.source == "nvml":
             m = _NVML.match(ev.where)
             key = f"gpu{m[1]}" if m else None
-            if m and m[2] and f"gpu{m[1]}:link{m[2]}" in machine.provenance:
-                key = f"gpu{m[1]}:link{m[2]}"
+            for finer in (f"gpu{m[1]}:link{m[2]}", f"pair{m[1]}-{m[2]}") if m and m[2] else ():
+                if finer in machine.provenance:
+                    key = finer
+                    break
         if key and key in machine.provenance:
             kind, where = machine.provenance[key]
             return Evidence(title(kind), where, _relabel(ev.value, machine))

@@ -110,7 +110,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         "smi-topo",
-        "nvidia-smi topo -m",
+        "nvidia-smi topo -m / -p2p",
         _any(
             _all(_has(r"^\s*GPU0(?:\s|$)"), _has(r"^GPU0\s+X\b")),
             _has(r"^\s*GPU0\s.*\bCPU Affinity\b"),
