@@ -171,7 +171,7 @@ def _walk(node: ET.Element, parent: str | None, numa: int | None, pci: dict, gpu
         gpus.append(_gpu(gpu, address, numa, pci[address].link))
     nic = node.find("nic")
     if nic is not None:
-        nics.extend(_nics(nic, address))
+        nics.extend(_nics(nic, address, cls))
     for child in node.findall("pci"):
         _walk(child, address, numa, pci, gpus, nics)
 
@@ -204,7 +204,9 @@ def _gen(speed: float | None) -> int | None:
     return rates.gen_of(speed)
 
 
-def _nics(node: ET.Element, address: str) -> list[Nic]:
+def _nics(node: ET.Element, address: str, cls: int | None) -> list[Nic]:
+    """``<net>`` elements; the NIC's PCI class tells InfiniBand (0x0207) from Ethernet, i.e. RoCE (0x0200)."""
+    kind = "roce" if cls is not None and cls >> 8 == 0x0200 else "ib"
     out = []
     for net in node.findall("net"):
         speed = _int(net.get("speed"), 10)
@@ -212,7 +214,7 @@ def _nics(node: ET.Element, address: str) -> list[Nic]:
         out.append(
             Nic(
                 name=net.get("name") or f"net{net.get('dev')}",
-                kind="ib",
+                kind=kind,
                 pci_address=address,
                 node_guid=net.get("guid"),
                 ports=(NicPort(port=port, rate_gbps=speed / 1000 if speed else None),),
