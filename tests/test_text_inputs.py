@@ -279,3 +279,22 @@ def test_unreadable_file_is_one_line_exit_2() -> None:
 def test_nccl_tests_output_is_not_taken_for_a_log() -> None:
     path = sorted((ROOT / "fixtures" / "nccl_tests").glob("*.txt"))[0]
     assert parse_text(str(path), path.read_text()).kind == "nccl-tests"
+
+
+@pytest.mark.parametrize("name", ["ibm-gx3d-8xh100-vsi", "azure-ndv4-topo"])
+def test_real_nccl_topology_files_survive_write_and_read(name: str) -> None:
+    """A published NCCL_TOPO_FILE, read, written back and read again, keeps its GPUs, NICs and paths."""
+    from topodoc.parsers.nccl_topo_xml import parse, write
+    from topodoc.topology.pcitree import nccl_level
+
+    first = parse((ROOT / "fixtures/text/nccl-topo-xml" / f"{name}.xml").read_text())
+    again = parse(write(first))
+    assert [(g.index, g.pci_address, len(g.nvlinks)) for g in again.gpus] == [
+        (g.index, g.pci_address, len(g.nvlinks)) for g in first.gpus
+    ]
+    assert sorted((n.pci_address, n.kind) for n in again.nics) == sorted(
+        (n.pci_address, n.kind) for n in first.nics
+    )
+    ends = [g.pci_address for g in first.gpus] + [n.pci_address for n in first.nics]
+    pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i + 1 :]]
+    assert [nccl_level(again.pci, a, b) for a, b in pairs] == [nccl_level(first.pci, a, b) for a, b in pairs]
