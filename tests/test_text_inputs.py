@@ -298,3 +298,9 @@ def test_real_nccl_topology_files_survive_write_and_read(name: str) -> None:
     ends = [g.pci_address for g in first.gpus] + [n.pci_address for n in first.nics]
     pairs = [(a, b) for i, a in enumerate(ends) for b in ends[i + 1 :]]
     assert [nccl_level(again.pci, a, b) for a, b in pairs] == [nccl_level(first.pci, a, b) for a, b in pairs]
+
+
+def test_overlong_lines_are_cut_and_reported() -> None:
+    text = (ROOT / "fixtures/text/ibstat/a100-one-port-down.txt").read_text() + "x" * 10000 + "\n"
+    item = parse_text("x", text)
+    assert item.kind == "ibstat" and item.damaged[0].startswith("1 line(s) longer than 4096 characters cut")

@@ -164,6 +164,9 @@ def parse_text(path: str, text: str) -> TextInput:
     if parser is None:
         note = None if found.kind == "nccl-log" else "recognized; its parser is not part of this build yet"
         return TextInput(path, found.kind, found.also, error=note, text=text)
+    cut: tuple[str, ...] = ()
+    if found.kind not in WHOLE_DOCUMENTS:
+        text, cut = cap_lines(text, 1024 if found.kind == "nccl-tests" else MAX_LINE)
     try:
         parsed = parser(text)
     except (ValueError, KeyError, IndexError) as err:  # each parser's *ParseError is a ValueError
@@ -174,5 +177,24 @@ def parse_text(path: str, text: str) -> TextInput:
             error=f"looks like {detect.title(found.kind)} but could not be read: {err}",
             text=text,
         )
-    damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
+    damaged = cut + tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
     return TextInput(path, found.kind, found.also, parsed, None, damaged, text)
+
+
+MAX_LINE = 4096
+WHOLE_DOCUMENTS = ("topodoc-json", "nccl-topo-xml", "hwloc-xml", "nvidia-smi-q-xml")
+
+
+def cap_lines(text: str, most: int = MAX_LINE) -> tuple[str, tuple[str, ...]]:
+    """Lines longer than ``most`` characters are cut there (no tool output has such lines; a pasted binary
+    or a hostile input does), so every line parser's work stays bounded (the nccl-tests parser's NCCL-line
+    pattern is quadratic in the line length, hence its lower cap)."""
+    lines = text.split("\n")
+    long = [i for i, line in enumerate(lines, start=1) if len(line) > most]
+    if not long:
+        return text, ()
+    for i in long:
+        lines[i - 1] = lines[i - 1][:most]
+    return "\n".join(lines), (
+        f"{len(long)} line(s) longer than {most} characters cut (first: line {long[0]})",
+    )

@@ -273,6 +273,9 @@ def _parse_tree(lines: list[str]) -> LspciResult:
     contexts: dict[int, tuple[int, int, str | None]] = {}  # column -> (domain, bus, parent address)
     domain = 0
     for number, line in enumerate(lines, start=1):
+        if len(line) > 2048:  # lspci -t lines are a few hundred characters; bound the column work
+            damaged.append(f"line {number}: longer than 2048 characters, not read")
+            continue
         if not _TREE_LINE.match(line):
             if line.strip() and devices:
                 damaged.append(f"line {number}: not a tree line, not read: {line.strip()[:80]}")

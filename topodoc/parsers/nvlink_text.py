@@ -34,7 +34,7 @@ class NvlinkResult:
     damaged: tuple[str, ...] = ()
 
 
-_GPU = regex.compile(r"^GPU (?P<i>\d+): (?P<name>.*?)\s*\(UUID: (?P<uuid>[^)]*+)\)")
+_GPU = regex.compile(r"^GPU (?P<i>\d++): (?P<name>[^(\n]*+)\(UUID: (?P<uuid>[^)]*+)\)")
 _LINK = regex.compile(r"^\s+Link (?P<n>\d+)(?::|,)\s*(?P<rest>.*?)\s*$")
 _SPEED = regex.compile(r"^(?P<s>[\d.]+)\s*GB/s$")
 
@@ -46,10 +46,11 @@ def parse(text: str) -> NvlinkResult:
     for number, line in enumerate(text.split("\n"), start=1):
         head = _GPU.match(line)
         if head:
+            name = head["name"].strip()
             gpus.append(
                 {
                     "i": int(head["i"]),
-                    "name": head["name"] or None,
+                    "name": name or None,
                     "uuid": head["uuid"] or None,
                     "line": number,
                     "links": {},
