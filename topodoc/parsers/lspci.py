@@ -266,46 +266,45 @@ def _link_parents(devices: dict[str, PciDevice], blocks: list[_Block]) -> dict[s
 
 def _parse_tree(lines: list[str]) -> LspciResult:
     """Columns carry the tree: a function's parent context is the nearest bridge (or root bus) that opened
-    at a column left of it; opening a context at column c closes every context at or right of c."""
+    at a column left of it; opening a context at column c closes every context at or right of c. The open
+    contexts are a stack ordered by column, so each token costs amortized O(1)."""
     devices: dict[str, PciDevice] = {}
     info: dict[str, LspciDevice] = {}
     damaged: list[str] = []
-    contexts: dict[int, tuple[int, int, str | None]] = {}  # column -> (domain, bus, parent address)
+    stack: list[tuple[int, tuple[int, int, str | None]]] = []  # (column, (domain, bus, parent address))
     domain = 0
     for number, line in enumerate(lines, start=1):
-        if len(line) > 2048:  # lspci -t lines are a few hundred characters; bound the column work
+        if len(line) > 2048:  # lspci -t lines are a few hundred characters
             damaged.append(f"line {number}: longer than 2048 characters, not read")
             continue
         if not _TREE_LINE.match(line):
             if line.strip() and devices:
                 damaged.append(f"line {number}: not a tree line, not read: {line.strip()[:80]}")
             continue
+        roots = list(_TREE_ROOT.finditer(line))
         tokens = sorted(
-            [(m.start(), "root", m) for m in _TREE_ROOT.finditer(line)]
-            + [(m.start(), "dev", m) for m in _TREE_DEV.finditer(line) if not _inside_root(line, m)],
+            [(m.start(), "root", m) for m in roots]
+            + [(m.start(), "dev", m) for m in _TREE_DEV.finditer(line) if not _inside(roots, m)],
             key=lambda t: t[0],
         )
         for column, what, m in tokens:
-            for stale in [c for c in contexts if c >= column]:
-                del contexts[stale]
+            while stack and stack[-1][0] >= column:
+                stack.pop()
             if what == "root":
                 domain = int(m["dom"], 16)
-                contexts[column] = (domain, int(m["bus"], 16), None)
+                stack.append((column, (domain, int(m["bus"], 16), None)))
                 continue
-            left = [c for c in contexts if c < column]
-            if not left:
-                if "-[" in line[:column] or column == 0:
-                    contexts[-1] = (domain, 0, None)
-                    left = [-1]
-                else:
+            if not stack:
+                if "-[" not in line[:column] and column != 0:
                     damaged.append(
                         f"line {number}: {m[0]} has no parent bus on its left (cut tree), not read"
                     )
                     continue
-            dom, bus, parent = contexts[max(left)]
-            address = f"{dom:04x}:{bus:02x}:{m['slot'].lower()}.{m['fn']}"
+                stack.append((-1, (domain, 0, None)))
+            dom, bus, parent = stack[-1][1]
             if int(m["slot"], 16) > 0x1F:
                 continue
+            address = f"{dom:04x}:{bus:02x}:{m['slot'].lower()}.{m['fn']}"
             desc = _tree_desc(line, m.end())
             vendor, device = _ids(desc)
             bridge = m["sec"] is not None
@@ -318,12 +317,12 @@ def _parse_tree(lines: list[str]) -> LspciResult:
             )
             info[address] = LspciDevice(address, desc, number)
             if bridge:
-                contexts[column] = (dom, int(m["sec"], 16), address)
+                stack.append((column, (dom, int(m["sec"], 16), address)))
     return LspciResult("tree", devices, info, (), tuple(damaged))
 
 
-def _inside_root(line: str, m: regex.Match) -> bool:
-    return any(r.start() <= m.start() < r.end() for r in _TREE_ROOT.finditer(line))
+def _inside(roots: list[regex.Match], m: regex.Match) -> bool:
+    return any(r.start() <= m.start() < r.end() for r in roots)
 
 
 def _tree_desc(line: str, end: int) -> str:
