@@ -304,3 +304,18 @@ def test_overlong_lines_are_cut_and_reported() -> None:
     text = (ROOT / "fixtures/text/ibstat/a100-one-port-down.txt").read_text() + "x" * 10000 + "\n"
     item = parse_text("x", text)
     assert item.kind == "ibstat" and item.damaged[0].startswith("1 line(s) longer than 4096 characters cut")
+
+
+def test_probe_json_gives_the_recordings_findings(tmp_path: Path) -> None:
+    snapshot = tmp_path / "probe.json"
+    snapshot.write_text(run_cli("probe", "--from", "example:dgx-a100-degraded-acs", "--json").stdout)
+    from_json = _diagnose(str(snapshot))
+    from_recording = json.loads(
+        run_cli(
+            "diagnose", "--json", "--fail-on", "critical", "--from", "example:dgx-a100-degraded-acs"
+        ).stdout
+    )
+    assert [(f["rule"], f["subject"]) for f in from_json["findings"]] == [
+        (f["rule"], f["subject"]) for f in from_recording["findings"]
+    ]
+    assert "acs-on-p2p-path" in _rules(from_json)

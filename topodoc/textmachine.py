@@ -141,6 +141,10 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
         b.facts.add("whole")
         if item.kind == "topodoc-json" or (item.kind == "nccl-topo-xml" and "<gpu" in item.text):
             b.facts.add("nvlink-listed")
+        if item.kind == "topodoc-json":
+            b.facts.add(
+                "complete"
+            )  # a probe snapshot: what it lacks, the probe could not read (its gaps say)
     for item in hardware:
         if item.kind in _APPLY:
             _APPLY[item.kind](b, item)
@@ -539,6 +543,8 @@ def _numa_id(node: list[str], numa: dict, fallback: int) -> int:
 
 
 def _facets(s: Snapshot, facts: set[str]) -> frozenset[str]:
+    if "complete" in facts:
+        return frozenset(_ADD)
     found = set()
     if s.gpus:
         found.add("gpus")
