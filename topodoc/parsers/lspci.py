@@ -142,9 +142,9 @@ def _parse_blocks(lines: list[str]) -> LspciResult:
                 _read_field(blocks[-1], line, number, damaged)
             else:
                 _orphan(line, number, orphans, damaged)
-        elif line.strip() and _ACS_ANY.match(line):
+        elif line.strip() and (_ACS_ANY.match(line) or _LNK_ANY.match(line)):
             _orphan(line, number, orphans, damaged)
-    if not blocks and not orphans:
+    if not blocks and not orphans and not damaged:
         raise LspciParseError("no lspci device lines (BB:DD.F class: name) and no LnkSta/ACSCtl lines")
     if orphans:
         damaged.append(
@@ -167,6 +167,13 @@ def _new_block(header: regex.Match, number: int) -> _Block:
 
 
 def _orphan(line: str, number: int, orphans: list[tuple[int, int]], damaged: list[str]) -> None:
+    link = _LNK_ANY.match(line)
+    if link:
+        damaged.append(
+            f"line {number}: {link['what']} with no device header above it: whose link it is "
+            f"cannot be told: {line.strip()[:80]}"
+        )
+        return
     acs = _ACS.match(line)
     if acs and acs["what"] == "ACSCtl":
         orphans.append((number, _acs_bits(acs)))
