@@ -319,3 +319,13 @@ def test_probe_json_gives_the_recordings_findings(tmp_path: Path) -> None:
         (f["rule"], f["subject"]) for f in from_recording["findings"]
     ]
     assert "acs-on-p2p-path" in _rules(from_json)
+
+
+def test_topo_m_rows_without_their_header_are_reported_not_guessed(tmp_path: Path) -> None:
+    rows = (ROOT / "fixtures/topo/hgx-h100-nv18-prompt-and-log.txt").read_text().splitlines()[2:10]
+    path = tmp_path / "rows.txt"
+    path.write_text("\n".join(rows) + "\n")
+    result = run_cli("diagnose", str(path))
+    assert result.returncode == 2
+    assert "looks like nvidia-smi topo -m / -p2p but could not be read" in result.stderr
+    assert "expected a header line" in result.stderr
