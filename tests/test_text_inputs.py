@@ -329,3 +329,13 @@ def test_topo_m_rows_without_their_header_are_reported_not_guessed(tmp_path: Pat
     assert result.returncode == 2
     assert "looks like nvidia-smi topo -m / -p2p but could not be read" in result.stderr
     assert "expected a header line" in result.stderr
+
+
+def test_ib_protection_errors_explained_by_acs_in_pasted_lspci() -> None:
+    data = _diagnose(
+        str(CASES / "acs-plx-two-gpus-lspci.txt"), str(ROOT / "fixtures/logs/ib_local_protection_acs.log")
+    )
+    cause = next(f for f in data["findings"] if f["rule"] == "ib-local-protection-cause")
+    sources = [e["source"] for e in cause["evidence"]]
+    assert sources[0] == "log" and "lspci" in sources
+    assert "setpci -s 0000:04:08.0" in cause["fix"]
