@@ -339,3 +339,16 @@ def test_ib_protection_errors_explained_by_acs_in_pasted_lspci() -> None:
     sources = [e["source"] for e in cause["evidence"]]
     assert sources[0] == "log" and "lspci" in sources
     assert "setpci -s 0000:04:08.0" in cause["fix"]
+
+
+def test_gpu_lost_from_nvidia_smi_handle_error() -> None:
+    result = run_cli("diagnose", "--json", str(ROOT / "fixtures/text/nvidia-smi-q/gpu-lost-handle.txt"))
+    assert result.returncode == 1  # a critical finding, at or above the default --fail-on error
+    data = json.loads(result.stdout)
+    lost = next(f for f in data["findings"] if f["rule"] == "gpu-lost")
+    assert lost["subject"] == "GPU0 (0000:02:00.0)" and lost["evidence"][0]["where"].endswith(
+        "gpu-lost-handle.txt:1"
+    )
+    unknown = _diagnose(str(ROOT / "fixtures/text/nvidia-smi-q/no-handle-unknown-error.txt"))
+    assert "gpu-lost" not in _rules(unknown)  # "Unknown Error" is not GPU_IS_LOST: a note, not a finding
+    assert "Unknown Error" in unknown["inputs"]["notes"][0]

@@ -208,12 +208,39 @@ def _apply_smi_q(b: _Builder, item: TextInput) -> None:
                 f"GPU{gpu.index}: {query.ecc_uncorrectable_volatile} volatile uncorrectable ECC "
                 f"error(s) ({item.path}:{query.line})"
             )
+    b.facts.add("smi")
+    for address, why, line in res.unreachable:
+        _unreachable_gpu(b, address, why, f"{item.path}:{line}")
     if res.driver.driver_version:
         b.driver = replace(
             b.driver,
             driver_version=res.driver.driver_version,
             cuda_driver_version=res.driver.cuda_driver_version,
         )
+
+
+def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
+    """A GPU nvidia-smi could not open. "GPU is lost" is NVML's GPU_IS_LOST; other reasons are kept as a
+    note. A GPU no other input lists gets the index of its place in PCI bus order among the known GPUs."""
+    b.notes.append(f"nvidia-smi could not open the GPU at {address}: {why} ({where})")
+    if "lost" not in why.lower():
+        return
+    index = next((i for i, g in b.gpus.items() if g.pci_address == address), None)
+    if index is None:
+        known = sorted({g.pci_address for g in b.gpus.values() if g.pci_address} | {address})
+        index = known.index(address)
+        if index in b.gpus:
+            index = max(b.gpus) + 1
+        b.gaps.append(
+            Gap(
+                f"GPU index of {address}",
+                GapReason.ERROR,
+                where,
+                "nvidia-smi could not open it: its index is its place in PCI bus order",
+            )
+        )
+    b.gpus[index] = replace(b.gpus.get(index) or Gpu(index=index, pci_address=address), lost=True)
+    b.prov[f"gpu{index}"] = ("nvidia-smi-q", where)
 
 
 def _apply_nvlink(b: _Builder, item: TextInput) -> None:
@@ -577,8 +604,8 @@ def _facets(s: Snapshot, facts: set[str]) -> frozenset[str]:
         found.add("aer")
     if s.process_cpuset:
         found.add("cpuset")
-    if s.driver.nvml_available:
-        found.add("nvml")
+    if s.driver.nvml_available or "smi" in facts:
+        found.add("lost")
     return frozenset(found)
 
 
@@ -598,7 +625,7 @@ _ADD = {
     "kernel": "kernel state (peer memory, IOMMU mode) is not in these texts: run topodoc on the machine",
     "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
     "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
-    "nvml": "lost GPUs show only to NVML: run topodoc on the machine",
+    "lost": "nvidia-smi or nvidia-smi -q output (a lost GPU prints 'Unable to determine the device handle')",
 }
 _RULE_FACETS = {
     "pcie-width-reduced": ("pcie_links",),
@@ -606,7 +633,7 @@ _RULE_FACETS = {
     "gpu-p2p-via-cpu": ("placement", "nvlink_known"),
     "gpu-p2p-unsupported": ("p2p",),
     "pcie-aer-errors": ("aer",),
-    "gpu-lost": ("nvml",),
+    "gpu-lost": ("lost",),
     "nvlink-link-down": ("nvlinks",),
     "nvlink-bridge-pairs-only": ("nvlinks",),
     "nvswitch-fabric-incomplete": ("nvlinks", "fabric"),

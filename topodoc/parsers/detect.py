@@ -91,9 +91,10 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind(
         "nvidia-smi-q",
-        "nvidia-smi -q",
+        "nvidia-smi / nvidia-smi -q",
         _any(
             _has(r"^=+\s*NVSMI LOG\s*=+"),
+            _has(r"Unable to determine the device handle for GPU ?[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"),
             _all(_has(r"^GPU " + _PCI_ADDR + r"\s*$"), _has(r"^\s+Product Name\s+:")),
             _all(
                 _has(r"^\s+Product Name\s+:"), _has(r"^\s+(?:PCIe Generation|Link Width|Persistence Mode)\b")

@@ -43,6 +43,8 @@ class SmiQueryResult:
     queries: tuple[GpuQuery, ...] = ()
     driver: DriverInfo = field(default_factory=DriverInfo)
     damaged: tuple[str, ...] = ()
+    # GPUs nvidia-smi could not open: (PCI address, its reason as printed, line), e.g. "GPU is lost"
+    unreachable: tuple[tuple[str, str, int], ...] = ()
 
 
 # text key paths -> canonical names shared with the XML form
@@ -97,6 +99,10 @@ _XML_KEYS = {
     "fabric/cliqueId": "clique",
     "fabric/clusterUuid": "cluster",
 }
+_NO_HANDLE = regex.compile(
+    r"Unable to determine the device handle for GPU ?"
+    r"(?P<addr>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]):\s*(?P<why>[^.\n]{1,120}+)"
+)
 _GPU_HEAD = regex.compile(r"^GPU (?P<addr>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _TEXT_KV = regex.compile(r"^(?P<ind>\s*)(?P<k>[^:]+?)\s*(?::\s*(?P<v>.*?))?\s*$")
 
@@ -130,7 +136,8 @@ def _parse_text(text: str) -> SmiQueryResult:
             sections[-1][2].setdefault(key, m["v"])
         else:
             top.setdefault(key, m["v"])
-    if not sections:
+    unreachable = _unreachable(text)
+    if not sections and not unreachable:
         raise SmiQueryParseError("no 'GPU 00000000:BB:DD.F' section: not nvidia-smi -q output")
     canon = [
         (addr, line, {_TEXT_KEYS[k]: v for k, v in f.items() if k in _TEXT_KEYS}, f)
@@ -139,7 +146,18 @@ def _parse_text(text: str) -> SmiQueryResult:
     driver = DriverInfo(
         driver_version=top.get("Driver Version"), cuda_driver_version=_cuda(top.get("CUDA Version"))
     )
-    return _result("text", canon, driver)
+    return replace(_result("text", canon, driver), unreachable=unreachable)
+
+
+def _unreachable(text: str) -> tuple[tuple[str, str, int], ...]:
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        m = _NO_HANDLE.search(line)
+        if m:
+            address = pciaddr.try_normalize(m["addr"])
+            if address:
+                out.append((address, m["why"].strip(), number))
+    return tuple(out)
 
 
 def _parse_xml(text: str) -> SmiQueryResult:
