@@ -136,7 +136,8 @@ TOPO_FIXTURES = sorted((ROOT / "fixtures" / "topo").glob("*.txt"))
 def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     """topo -m alone: the stand-in PCIe tree gives every GPU/NIC pair the class the matrix printed."""
     from topodoc.rules.machine import pci_class
-    from topodoc.textmachine import _nic_names, build
+    from topodoc.textmachine import build
+    from topodoc.textplacement import legend_names
 
     item = parse_text(str(path), path.read_text())
     if item.kind != "smi-topo" or item.parsed is None or item.parsed.kind != "topo":
@@ -144,7 +145,7 @@ def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     snapshot = build([item]).snapshot
     where = {f"GPU{g.index}": g.pci_address for g in snapshot.gpus}
     nics = {n.name: n.pci_address for n in snapshot.nics}
-    where |= {col: nics[name] for col, name in _nic_names(item.parsed).items()}
+    where |= {col: nics[name] for col, name in legend_names(item.parsed).items()}
     classes = {"PIX", "PXB", "PHB", "NODE", "SYS"}
     cells = [(r, c, v) for r, row in item.parsed.links.items() for c, v in row.items() if v in classes]
     assert cells

@@ -19,7 +19,6 @@ import dataclasses
 import re
 from dataclasses import dataclass, field, replace
 
-from topodoc import pciaddr
 from topodoc.model import (
     ConnectionMatrix,
     Gap,
@@ -27,18 +26,23 @@ from topodoc.model import (
     Gpu,
     GpuPair,
     Nic,
-    NicPort,
-    NvLink,
     PciDevice,
     Snapshot,
 )
 from topodoc.parsers.detect import title
 from topodoc.parsers.rdma_text import merge_nic
 from topodoc.textinputs import HARDWARE_KINDS, TextInput
+from topodoc.textplacement import (
+    STAND_IN_DOMAIN,
+    gpu_number,
+    legend_names,
+    matrix_lines,
+    nic_kind_of_name,
+    place_from_matrix,
+)
+from topodoc.textrules import cite, facets_of, rules_to_skip
 
-STAND_IN_DOMAIN = 0xFFFE
 SOURCE = "text inputs"
-_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 @dataclass(frozen=True)
@@ -151,9 +155,9 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
     _apply_prompt_host(b, hardware)
     if logs is not None:
         _apply_log(b, logs)
-    _place_from_matrix(b)
+    place_from_matrix(b)
     snapshot = b.snapshot()
-    return TextMachine(snapshot, b.prov, b.labels, _facets(snapshot, b.facts), tuple(b.notes))
+    return TextMachine(snapshot, b.prov, b.labels, facets_of(snapshot, b.facts), tuple(b.notes))
 
 
 # ---- per-kind overlays ----
@@ -285,14 +289,14 @@ def _apply_rdma(b: _Builder, item: TextInput) -> None:
 def _apply_matrix(b: _Builder, item: TextInput) -> None:
     matrix: ConnectionMatrix = item.parsed
     if matrix.kind == "p2p":
-        lines = _matrix_lines(item.text)
+        lines = matrix_lines(item.text)
         mode = _P2P_FIELD.get(matrix.p2p_mode or "r", "read")
         for row, cells in matrix.links.items():
-            a = _gpu_number(row)
+            a = gpu_number(row)
             if a is not None:
                 b.gpu(Gpu(index=a), "smi-topo", f"{item.path}:{lines.get(row, 0)}")
             for col, cell in cells.items():
-                c = _gpu_number(col)
+                c = gpu_number(col)
                 if a is not None and c is not None and a < c:
                     old = b.pairs.get((a, c), GpuPair(a, c))
                     b.pairs[(a, c)] = replace(old, **{f"p2p_{mode}": cell})
@@ -300,9 +304,9 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
         return
     b.matrix, b.matrix_path = matrix, item.path
     b.facts.add("matrix")
-    lines = _matrix_lines(item.text)
+    lines = matrix_lines(item.text)
     for g in matrix.gpus:
-        index = _gpu_number(g.name)
+        index = gpu_number(g.name)
         if index is None:
             continue
         numa = int(g.numa_affinity) if g.numa_affinity and g.numa_affinity.isdigit() else None
@@ -311,7 +315,7 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
             "smi-topo",
             f"{item.path}:{lines.get(g.name, 0)}",
         )
-    names = _nic_names(matrix)
+    names = legend_names(matrix)
     dupes = sorted({n.device for n in matrix.nics if n.device and names[n.name] != n.device})
     if dupes:
         b.notes.append(
@@ -321,11 +325,11 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
     for n in matrix.nics:
         name = names[n.name]
         if name not in b.nics:
-            kind = _nic_kind(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
+            kind = nic_kind_of_name(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
             b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {}, item.path)
     for row, cells in matrix.links.items():
         for col, cell in cells.items():
-            a, c = _gpu_number(row), _gpu_number(col)
+            a, c = gpu_number(row), gpu_number(col)
             if a is not None and c is not None and a < c and cell.startswith("NV"):
                 b.pairs[(a, c)] = replace(b.pairs.get((a, c), GpuPair(a, c)), p2p_nvlink="OK")
 
@@ -386,334 +390,4 @@ _APPLY = {
 }
 
 
-def _nic_names(matrix: ConnectionMatrix) -> dict[str, str]:
-    """NIC column -> device name from the legend; a name the legend gives twice keeps the column name."""
-    counts: dict[str, int] = {}
-    for n in matrix.nics:
-        if n.device:
-            counts[n.device] = counts.get(n.device, 0) + 1
-    return {n.name: n.device if n.device and counts[n.device] == 1 else n.name for n in matrix.nics}
-
-
-def _gpu_number(name: str) -> int | None:
-    m = re.fullmatch(r"GPU(\d+)", name)
-    return int(m[1]) if m else None
-
-
-def _nic_kind(name: str) -> str:
-    if name.startswith("efa"):
-        return "efa"
-    if name.startswith(("mlx", "ib", "hfi", "qib")):
-        return "ib"
-    if name.startswith(("bnxt_re", "irdma", "qedr", "rocep", "roce", "erdma", "ionic")):
-        return "roce"
-    return "unknown"
-
-
-def _matrix_lines(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
-        m = re.match(r"^\s*((?:GPU|NIC)\d+)\s", line)
-        if m and m[1] not in out and not re.match(r"^\s*GPU0\s+GPU1", line):
-            out[m[1]] = number
-    return out
-
-
-# ---- stand-in placement from topo -m ----
-
-
-def _place_from_matrix(b: _Builder) -> None:
-    """Place the matrix's GPUs and NICs on a stand-in tree when no input gave their PCI placement."""
-    matrix = b.matrix
-    if matrix is None or any(g.pci_address in b.pci for g in b.gpus.values()):
-        return
-    names = [g.name for g in matrix.gpus] + [n.name for n in matrix.nics]
-    cell = {(r, c): v for r, cells in matrix.links.items() for c, v in cells.items()}
-    numa = {g.name: g.numa_affinity for g in matrix.gpus}
-    groups = {level: _clusters(names, cell, numa, level) for level in ("PIX", "PXB", "PHB", "NODE")}
-    alloc = _Alloc()
-    nic_names = _nic_names(matrix)
-    addresses: dict[str, str] = {}
-    for node_i, node in enumerate(_sorted_groups(groups["NODE"], names)):
-        numa_id = _numa_id(node, numa, node_i)
-        for hb in _sub(groups["PHB"], node, names):
-            host_bridge = f"pci{STAND_IN_DOMAIN:04x}:{alloc.bus:02x}"
-            for pxb in _sub(groups["PXB"], hb, names):
-                root = alloc.bridge(b, None, host_bridge, numa_id, "root_port")
-                pix_groups = _sub(groups["PIX"], pxb, names)
-                top = alloc.bridge(b, root, None, numa_id, "upstream") if len(pxb) > 1 else root
-                for pix in pix_groups:
-                    parent = top
-                    if len(pix_groups) > 1:  # each PIX group under its own switch, below the shared one
-                        down = alloc.bridge(b, top, None, numa_id, "downstream")
-                        parent = alloc.bridge(b, down, None, numa_id, "upstream")
-                    for name in pix:
-                        port = (
-                            alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
-                        )
-                        addresses[name] = alloc.leaf(
-                            b, port, numa_id, name, _known_address(b, name, nic_names)
-                        )
-    for name, address in addresses.items():
-        label = f"{name}" + (f" ({nic_names[name]})" if name in nic_names and nic_names[name] != name else "")
-        if address.startswith(f"{STAND_IN_DOMAIN:04x}:"):
-            b.labels[address] = f"{label} [topo -m]"
-        index = _gpu_number(name)
-        if index is not None and index in b.gpus:
-            b.gpus[index] = replace(b.gpus[index], pci_address=address)
-        elif name in nic_names and nic_names[name] in b.nics:
-            b.nics[nic_names[name]] = replace(b.nics[nic_names[name]], pci_address=address)
-        b.prov[address] = ("smi-topo", b.matrix_path)
-    for address in list(b.pci):
-        if address.startswith(f"{STAND_IN_DOMAIN:04x}:") and address not in b.labels:
-            b.labels[address] = "a stand-in bridge [topo -m]"
-    b.gaps.append(
-        Gap(
-            "PCI placement",
-            GapReason.NOT_RECORDED,
-            b.matrix_path,
-            "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them",
-        )
-    )
-    b.facts.add("placement-from-matrix")
-
-
-def _known_address(b: _Builder, name: str, nic_names: dict[str, str]) -> str | None:
-    """A real bus id another input gave (an NCCL log's rank line, ibdev2netdev's netdev name)."""
-    index = _gpu_number(name)
-    if index is not None and index in b.gpus:
-        return b.gpus[index].pci_address
-    nic = b.nics.get(nic_names.get(name, name))
-    return nic.pci_address if nic else None
-
-
-class _Alloc:
-    def __init__(self) -> None:
-        self.bus = 1
-
-    def _next(self) -> str:
-        address = f"{STAND_IN_DOMAIN:04x}:{self.bus:02x}:00.0"
-        self.bus = (self.bus + 1) % 256
-        return address
-
-    def bridge(self, b: _Builder, parent: str | None, host_bridge: str | None, numa: int, port: str) -> str:
-        address = self._next()
-        b.pci[address] = PciDevice(
-            address=address,
-            class_code=0x060400,
-            parent=parent,
-            host_bridge=host_bridge,
-            numa_node=numa,
-            port_type=port,
-        )
-        return address
-
-    def leaf(self, b: _Builder, parent: str, numa: int, name: str, known: str | None) -> str:
-        address = known or self._next()
-        cls = 0x030200 if name.startswith("GPU") else 0x020700
-        b.pci[address] = PciDevice(
-            address=address, class_code=cls, parent=parent, numa_node=numa, port_type="endpoint"
-        )
-        return address
-
-
-def _clusters(names: list[str], cell: dict, numa: dict, level: str) -> list[set[str]]:
-    """Union-find: a and b together when the matrix puts them at ``level`` or closer (for NODE, also the
-    same NUMA affinity); NV# cells say nothing about PCIe and join nothing."""
-    parent = {n: n for n in names}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    rank = _LEVELS.index(level)
-    for (a, c), v in cell.items():
-        if a in parent and c in parent and v in _LEVELS and _LEVELS.index(v) <= rank:
-            parent[find(a)] = find(c)
-    if level == "NODE":
-        by_numa: dict[str, str] = {}
-        for name, node in numa.items():
-            if node and node not in ("N/A",):
-                if node in by_numa:
-                    parent[find(name)] = find(by_numa[node])
-                by_numa.setdefault(node, name)
-    groups: dict[str, set[str]] = {}
-    for n in names:
-        groups.setdefault(find(n), set()).add(n)
-    return list(groups.values())
-
-
-def _order(names: list[str]):
-    return lambda group: min(names.index(n) for n in group)
-
-
-def _sorted_groups(groups: list[set[str]], names: list[str]) -> list[list[str]]:
-    return [sorted(g, key=names.index) for g in sorted(groups, key=_order(names))]
-
-
-def _sub(groups: list[set[str]], within: list[str] | set[str], names: list[str]) -> list[list[str]]:
-    inside = set(within)
-    return _sorted_groups([g & inside for g in groups if g & inside], names)
-
-
-def _numa_id(node: list[str], numa: dict, fallback: int) -> int:
-    for name in node:
-        value = numa.get(name)
-        if value and value.isdigit():
-            return int(value)
-    return fallback
-
-
-# ---- what the rules can read ----
-
-
-def _facets(s: Snapshot, facts: set[str]) -> frozenset[str]:
-    if "complete" in facts:
-        return frozenset(_ADD)
-    found = set()
-    if s.gpus:
-        found.add("gpus")
-    if s.gpus and all(g.pci_address in s.pci for g in s.gpus):
-        found.add("placement")
-    rdma = [n for n in s.nics if n.kind in ("ib", "roce", "efa")]
-    if rdma:
-        found.add("nics")
-    if any(p.state for n in rdma for p in n.ports):
-        found.add("nic_ports")
-    if any(p.gids for n in rdma for p in n.ports):
-        found.add("gids")
-    if any(d.link.width or d.link.speed_gts for d in s.pci.values()) or any(g.pcie_width for g in s.gpus):
-        found.add("pcie_links")
-    if any(d.acs_ctrl is not None for d in s.pci.values()):
-        found.add("acs")
-    if any(g.nvlinks for g in s.gpus) or any(p.p2p_nvlink for p in s.gpu_pairs):
-        found.add("nvlinks")
-    if "nvlinks" in found or facts & {"matrix", "nvlink-status", "nvlink-listed"}:
-        found.add("nvlink_known")
-    if any(p.p2p_read or p.p2p_write for p in s.gpu_pairs):
-        found.add("p2p")
-    if any(g.fabric for g in s.gpus):
-        found.add("fabric")
-    if any(g.numa_node is not None for g in s.gpus) or any(d.numa_node is not None for d in s.pci.values()):
-        found.add("numa")
-    if s.kernel.release or s.kernel.peermem_module or s.kernel.iommu_mode:
-        found.add("kernel")
-    if any(d.aer for d in s.pci.values()):
-        found.add("aer")
-    if s.process_cpuset:
-        found.add("cpuset")
-    if s.driver.nvml_available or "smi" in facts:
-        found.add("lost")
-    return frozenset(found)
-
-
-_ADD = {
-    "gpus": "nvidia-smi -q, nvidia-smi topo -m, or lspci -vvv",
-    "placement": "nvidia-smi topo -m, lspci -vvv (or -tv), or an NCCL topology/hwloc XML",
-    "nics": "ibstat (or ibv_devinfo) and nvidia-smi topo -m",
-    "nic_ports": "ibstat or ibv_devinfo",
-    "gids": "show_gids",
-    "pcie_links": "sudo lspci -vvv or nvidia-smi -q",
-    "acs": "sudo lspci -vvv (ACSCtl lines need root)",
-    "nvlinks": "nvidia-smi nvlink -s or nvidia-smi topo -m",
-    "nvlink_known": "nvidia-smi topo -m or nvidia-smi nvlink -s (whether GPUs have NVLink)",
-    "p2p": "nvidia-smi topo -p2p r",
-    "fabric": "nvidia-smi -q (its Fabric section)",
-    "numa": "nvidia-smi topo -m or lspci -vvv (NUMA node lines)",
-    "kernel": "kernel state (peer memory, IOMMU mode) is not in these texts: run topodoc on the machine",
-    "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
-    "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
-    "lost": "nvidia-smi or nvidia-smi -q output (a lost GPU prints 'Unable to determine the device handle')",
-}
-_RULE_FACETS = {
-    "pcie-width-reduced": ("pcie_links",),
-    "pcie-speed-reduced": ("pcie_links",),
-    "gpu-p2p-via-cpu": ("placement", "nvlink_known"),
-    "gpu-p2p-unsupported": ("p2p",),
-    "pcie-aer-errors": ("aer",),
-    "gpu-lost": ("lost",),
-    "nvlink-link-down": ("nvlinks",),
-    "nvlink-bridge-pairs-only": ("nvlinks",),
-    "nvswitch-fabric-incomplete": ("nvlinks", "fabric"),
-    "gdr-prereq-missing": ("kernel",),
-    "gpu-nic-far": ("placement", "nics"),
-    "acs-on-p2p-path": ("placement", "acs"),
-    "iommu-translated": ("kernel",),
-    "gpu-nic-numa-mismatch": ("placement", "nics", "numa"),
-    "numa-node-unknown": ("numa",),
-    "cpuset-excludes-gpu-cpus": ("cpuset",),
-    "rails-shared": ("gpus", "nics"),
-    "ib-port-down": ("nic_ports",),
-    "ib-rate-below-peers": ("nic_ports",),
-    "roce-no-v2-gid": ("gids",),
-    "rail-mismatch": ("placement", "nics"),
-    "p2p-over-pcie-despite-nvlink": ("nvlinks",),
-    "socket-despite-active-ib": ("nic_ports",),
-    "gdr-unused-but-possible": ("kernel", "placement", "nics"),
-    "ib-local-protection-cause": ("acs",),
-    "nccl-tests-busbw-below-expected": ("placement",),
-}
-
-
-def rules_to_skip(machine: TextMachine, rule_ids: list[str]) -> dict[str, str]:
-    """Rule id -> why it is skipped on this text machine and what input would let it run."""
-    out = {}
-    for rule_id in rule_ids:
-        missing = [f for f in _RULE_FACETS.get(rule_id, ()) if f not in machine.facets]
-        if missing:
-            out[rule_id] = "needs " + "; ".join(f"{f.replace('_', ' ')} ({_ADD[f]})" for f in missing)
-    return out
-
-
-# ---- evidence: from sysfs/NVML spellings back to the input lines ----
-
-_ADDR = re.compile(r"(?:[0-9a-f]{4}:)[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-_IBPORT = re.compile(r"/sys/class/infiniband/([^/]+)/ports/(\d+)/")
-_NVML = re.compile(r"^\w+\((\d+)(?:,\s*(\d+))?[^)]*\)$")
-
-
-def cite(report, machine: TextMachine):
-    """``report`` with each finding's evidence pointing at the input line that gave the value, and
-    stand-in addresses replaced by the matrix's names."""
-    from topodoc.rules.engine import Evidence
-
-    def where_from(ev: Evidence) -> Evidence:
-        key = None
-        if ev.source == "sysfs":
-            port = _IBPORT.search(ev.where)
-            addr = _ADDR.search(ev.where)
-            key = f"{port[1]}:{port[2]}" if port else addr[0] if addr else None
-        elif ev.source == "nvml":
-            m = _NVML.match(ev.where)
-            key = f"gpu{m[1]}" if m else None
-            for finer in (f"gpu{m[1]}:link{m[2]}", f"pair{m[1]}-{m[2]}") if m and m[2] else ():
-                if finer in machine.provenance:
-                    key = finer
-                    break
-        if key and key in machine.provenance:
-            kind, where = machine.provenance[key]
-            return Evidence(title(kind), where, _relabel(ev.value, machine))
-        return Evidence(ev.source, _relabel(ev.where, machine), _relabel(ev.value, machine))
-
-    findings = tuple(
-        replace(
-            f,
-            subject=_relabel(f.subject, machine),
-            message=_relabel(f.message, machine),
-            fix=_relabel(f.fix, machine) if f.fix else f.fix,
-            evidence=tuple(where_from(e) for e in f.evidence),
-        )
-        for f in report.findings
-    )
-    return replace(report, findings=findings)
-
-
-def _relabel(text: str, machine: TextMachine) -> str:
-    if not machine.labels or not text:
-        return text
-    return _ADDR.sub(lambda m: machine.labels.get(m[0], m[0]), text)
-
-
-__all__ = ["TextMachine", "build", "cite", "rules_to_skip", "NicPort", "NvLink", "pciaddr"]
+__all__ = ["STAND_IN_DOMAIN", "TextMachine", "build", "cite", "rules_to_skip"]
