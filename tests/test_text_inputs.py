@@ -353,3 +353,10 @@ def test_gpu_lost_from_nvidia_smi_handle_error() -> None:
     unknown = _diagnose(str(ROOT / "fixtures/text/nvidia-smi-q/no-handle-unknown-error.txt"))
     assert "gpu-lost" not in _rules(unknown)  # "Unknown Error" is not GPU_IS_LOST: a note, not a finding
     assert "Unknown Error" in unknown["inputs"]["notes"][0]
+
+
+def test_nccl_log_on_stdin() -> None:
+    log = (ROOT / "fixtures/logs/asymmetric_gdr_peermem.log").read_text()
+    result = run_cli("diagnose", "--json", "--fail-on", "critical", "-", input=log)
+    data = json.loads(result.stdout)
+    assert data["inputs"]["files"][0]["kind"] == "nccl-log" and "nccl-gdr-asymmetric" in _rules(data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 
 import click
@@ -35,9 +36,12 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
     if not usable and not logs and not nccl_tests and not source:
         _fail("no input was recognized: " + "; ".join(f"{i.path}: {i.error}" for i in inputs))
     log_paths = tuple(dict.fromkeys(tuple(logs) + tuple(i.path for i in inputs if i.kind == "nccl-log")))
-    if "-" in log_paths:
-        log_paths = tuple(p for p in log_paths if p != "-") + (_stdin_copy(inputs),)
-    analysis = _analyze(log_paths) if log_paths else None
+    copy = _stdin_copy(inputs) if "-" in log_paths else None
+    try:
+        analysis = _analyze(tuple(copy if p == "-" else p for p in log_paths)) if log_paths else None
+    finally:
+        if copy:
+            os.unlink(copy)
     base = _snapshot(source) if source else None
     machine = build(inputs, analysis, base)
     snapshot = machine.snapshot if machine else base
