@@ -1,4 +1,10 @@
-"""``topodoc diagnose [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEVERITY]``.
+"""``topodoc diagnose [FILE...] [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEV]``.
+
+``FILE...`` are text inputs of any kind topodoc knows (``nvidia-smi topo -m``/``-q``/``nvlink``, ``lspci``,
+``ibstat``, ``ibv_devinfo``, ``ibdev2netdev``, ``show_gids``, NCCL logs, nccl-tests output, hwloc or NCCL
+topology XML, ``topodoc probe --json``; ``-`` is stdin), each recognized by its content. The hardware they
+describe is built into a partial machine (``topodoc.textmachine``) and this machine is not probed
+("hardware: from the inputs"); ``--from live`` adds it explicitly.
 
 Gathers the facts (a hardware snapshot, its derived topology, parsed NCCL logs, an nccl-tests
 comparison), runs every rule, and prints the findings worst first. The hardware is this machine
@@ -22,6 +28,7 @@ SEVERITIES = ("info", "warning", "error", "critical")
 
 
 @click.command()
+@click.argument("files", nargs=-1, metavar="[FILE]...")
 @click.option("--from", "source", metavar="SPEC", help="live, a recording NAME.tar.gz, or example:NAME.")
 @click.option(
     "--log", "logs", multiple=True, metavar="FILE", help="An NCCL log (repeatable; .gz and - work)."
@@ -41,10 +48,18 @@ SEVERITIES = ("info", "warning", "error", "critical")
 @click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               metavar="SECONDS", help="Live: no NVML call or nvidia-smi after this long; the rest are gaps.")
 def command(
-    source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool, fail_on: str,
-    deadline: float,
+    files: tuple[str, ...], source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool,
+    fail_on: str, deadline: float,
 ) -> None:
-    """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do."""
+    """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do.
+
+    FILE... are pasted outputs (topo -m, lspci, ibstat, nvidia-smi -q, NCCL logs, ...), recognized by content.
+    """
+    if files:
+        from topodoc.commands._diagnose_text import diagnose_files
+
+        diagnose_files(files, source, logs, nccl_tests, as_json, fail_on)
+        return
     from topodoc.rules.engine import Facts, Severity, at_or_above, evaluate
     from topodoc.rules.registry import RULES
 

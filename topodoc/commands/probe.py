@@ -23,15 +23,14 @@ from topodoc.cli import EXIT_ERROR
 def command(source: str | None, root: str | None, as_json: bool, deadline: float) -> None:
     """Probe this machine (or a recording): GPUs, PCIe paths, NUMA, NICs, and what could not be read."""
     from topodoc.probe.collect import collect
-    from topodoc.probe.source import SourceError, host_for_root, resolve_source
+    from topodoc.probe.source import SourceError, host_for_root, load_snapshot
 
     if source and root:
         _fail("give either --from or --root, not both")
     try:
-        host, name = host_for_root(root) if root else resolve_source(source, deadline)
+        snapshot = collect(*host_for_root(root)) if root else load_snapshot(source, deadline)
     except SourceError as err:
         _fail(str(err))
-    snapshot = collect(host, name)
     if as_json:
         from topodoc.codec import to_data
 
