@@ -1,4 +1,9 @@
+import json
+from pathlib import Path
+
 from topodoc import codec, model
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _sample() -> model.Snapshot:
@@ -38,3 +43,28 @@ def test_wrong_schema_is_refused():
         codec.load('{"schema": 999}')
     with pytest.raises(codec.CodecError):
         codec.load("not json")
+
+
+def test_snapshot_document_is_named_and_versioned():
+    data = json.loads(codec.dump(model.Snapshot()))
+    assert list(data)[:2] == ["schema", "schema_version"]
+    assert (data["schema"], data["schema_version"]) == ("topodoc.snapshot", model.SCHEMA_VERSION)
+
+
+def test_version_1_snapshots_still_load():
+    """Recordings' ``probe --json`` files written before documents were named: ``{"schema": 1, ...}``."""
+    snap = _sample()
+    old = json.loads(codec.dump(snap))
+    del old["schema_version"]
+    old["schema"] = 1
+    assert codec.load(json.dumps(old)) == snap
+    assert codec.load((ROOT / "fixtures/rules/base.json").read_text()).schema_version == model.SCHEMA_VERSION
+
+
+def test_unknown_versions_are_refused_naming_what_was_found():
+    import pytest
+
+    with pytest.raises(codec.CodecError, match="'topodoc.snapshot' version 9"):
+        codec.load('{"schema": "topodoc.snapshot", "schema_version": 9}')
+    with pytest.raises(codec.CodecError):
+        codec.load('{"schema": 1, "schema_version": 1}')

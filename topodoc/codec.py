@@ -51,12 +51,30 @@ def load(text: str) -> model.Snapshot:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise CodecError(f"not JSON: {err}") from err
+    return snapshot_from_data(data)
+
+
+def snapshot_from_data(data: Any) -> model.Snapshot:
+    """A snapshot document (``probe --json``), current or of an older supported version, decoded."""
     if not isinstance(data, dict):
         raise CodecError("a snapshot must be a JSON object")
-    schema = data.get("schema")
-    if schema != model.SCHEMA_VERSION:
-        raise CodecError(f"snapshot schema {schema!r} is not the supported {model.SCHEMA_VERSION}")
-    return from_data(model.Snapshot, data)
+    return from_data(model.Snapshot, upgrade_snapshot(data))
+
+
+def upgrade_snapshot(data: dict) -> dict:
+    """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
+    were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
+    schema than these two is refused."""
+    schema, version = data.get("schema"), data.get("schema_version")
+    if schema == 1 and version is None:
+        return {**data, "schema": model.SCHEMA, "schema_version": model.SCHEMA_VERSION}
+    if schema == model.SCHEMA and version == model.SCHEMA_VERSION:
+        return data
+    found = f"{schema!r}" + (f" version {version!r}" if version is not None else "")
+    raise CodecError(
+        f"snapshot schema {found} is not supported (expected {model.SCHEMA!r} version "
+        f"{model.SCHEMA_VERSION}, or the older 1)"
+    )
 
 
 @cache

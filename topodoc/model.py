@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-SCHEMA_VERSION = 1
+SCHEMA = "topodoc.snapshot"
+SCHEMA_VERSION = 2  # 1 was {"schema": 1, ...} without a name; codec.load still reads it
 
 
 class GapReason(str, Enum):
@@ -252,7 +253,8 @@ class DriverInfo:
 class Snapshot:
     """Everything the collectors saw on one machine (live or replayed)."""
 
-    schema: int = SCHEMA_VERSION
+    schema: str = SCHEMA
+    schema_version: int = SCHEMA_VERSION
     source: str = "live"  # "live" or the recording's name
     topodoc_version: str | None = None
     recorded_at: str | None = None

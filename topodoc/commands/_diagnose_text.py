@@ -9,7 +9,6 @@ joined rules run. Rules that need what no input gave are listed as skipped with 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -112,12 +111,13 @@ def _file_row(item, inputs) -> dict:
 
 def _emit(report, summary: dict, files: list[dict], notes: list[str], as_json: bool) -> None:
     from topodoc.report.diagnose import json_data, render_text
+    from topodoc.report.document import dumps
 
     if as_json:
         data = json_data(report, summary)
         data["inputs"]["files"] = files
         data["inputs"]["notes"] = notes
-        click.echo(json.dumps(data, indent=2))
+        click.echo(dumps("topodoc.diagnose", data))
         return
     lines = []
     for row in files:

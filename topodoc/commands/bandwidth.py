@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -21,8 +20,9 @@ def command(source: str | None, nodes: int, as_json: bool) -> None:
     bw_model = model_from_source(source, nodes)
     if as_json:
         from topodoc.codec import to_data
+        from topodoc.report.document import dumps
 
-        click.echo(json.dumps(to_data(bw_model), indent=2, ensure_ascii=False))
+        click.echo(dumps("topodoc.bandwidth", to_data(bw_model), ensure_ascii=False))
         return
     from topodoc.report.bandwidth import render_model
 

@@ -16,7 +16,6 @@ unless ``--from`` names a recording, and is left out when only ``--log`` is give
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from typing import NoReturn
 
@@ -153,8 +152,9 @@ def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -
 
 def _emit(report, inputs: dict, as_json: bool) -> None:
     from topodoc.report.diagnose import json_data, render_text
+    from topodoc.report.document import dumps
 
     if as_json:
-        click.echo(json.dumps(json_data(report, inputs), indent=2))
+        click.echo(dumps("topodoc.diagnose", json_data(report, inputs)))
     else:
         click.echo(render_text(report, inputs, color=sys.stdout.isatty()), nl=False)

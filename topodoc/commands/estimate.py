@@ -55,11 +55,11 @@ def _bandwidth(text: str | None, source: str | None, tp: int) -> tuple[tuple[flo
 
 def _emit(est, as_json: bool) -> None:
     if as_json:
-        import json
 
         from topodoc.codec import to_data
+        from topodoc.report.document import dumps
 
-        click.echo(json.dumps(to_data(est), indent=2))
+        click.echo(dumps("topodoc.estimate", to_data(est)))
         return
     from topodoc.report.bandwidth import render_tp
 

@@ -4,7 +4,6 @@ one-line reason each exists, so anyone can try topodoc without a GPU server via
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import click
@@ -29,8 +28,9 @@ def command(as_json: bool) -> None:
     ]
     if as_json:
         from topodoc.codec import to_data
+        from topodoc.report.document import dumps
 
-        click.echo(json.dumps({"examples": to_data(examples)}, indent=2))
+        click.echo(dumps("topodoc.examples", {"examples": to_data(examples)}))
         return
     click.echo(render(examples))
 

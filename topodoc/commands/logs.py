@@ -30,8 +30,9 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
 
     if as_json:
         from topodoc.codec import to_data
+        from topodoc.report.document import document
 
-        click.echo(to_json(to_data(analysis)))
+        click.echo(to_json(document("topodoc.logs", to_data(analysis))))
         return
     click.echo(render(analysis), nl=False)
 

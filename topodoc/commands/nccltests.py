@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,9 +20,9 @@ def command(path: str, collective: str | None, as_json: bool) -> None:
     runs = read_runs(path, collective)
     if as_json:
         from topodoc.codec import to_data
+        from topodoc.report.document import dumps
 
-        data = to_data(runs[0]) if len(runs) == 1 else to_data(list(runs))
-        click.echo(json.dumps(data, indent=2))
+        click.echo(dumps("topodoc.nccltests", {"runs": to_data(list(runs))}))
         return
     from topodoc.report.nccl_tests import render_run
 

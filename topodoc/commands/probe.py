@@ -7,8 +7,6 @@ reads a filesystem root (an extracted recording replays whole). Exit 0 even with
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from topodoc.cli import EXIT_ERROR
@@ -33,8 +31,9 @@ def command(source: str | None, root: str | None, as_json: bool, deadline: float
         _fail(str(err))
     if as_json:
         from topodoc.codec import to_data
+        from topodoc.report.document import dumps
 
-        click.echo(json.dumps(to_data(snapshot), indent=2))
+        click.echo(dumps("topodoc.snapshot", to_data(snapshot)))
         return
     from topodoc.report.probe import render_probe
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 
@@ -17,6 +15,8 @@ def command(as_json: bool) -> None:
     from topodoc.rules.registry import RULES
 
     if as_json:
-        click.echo(json.dumps(rules_json(RULES), indent=2))
+        from topodoc.report.document import dumps
+
+        click.echo(dumps("topodoc.rules", {"rules": rules_json(RULES)}))
     else:
         click.echo(rules_text(RULES), nl=False)

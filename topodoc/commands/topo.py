@@ -7,7 +7,6 @@ only needs another source.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from typing import NoReturn
@@ -64,6 +63,7 @@ def emit_derived(spec: str, as_json: bool) -> None:
         emit(matrix, False)
         click.echo("\n" + render_derived(topology, diffs), nl=False)
         return
+    from topodoc.report.document import dumps
     from topodoc.report.topo import json_data
     from topodoc.topology.reading import read
 
@@ -73,7 +73,7 @@ def emit_derived(spec: str, as_json: bool) -> None:
         if conn.b.startswith("GPU"):
             paths.setdefault(conn.b, {})[conn.a] = conn.nccl
     extras = {"machine": to_data(topology.shape), "nccl_paths": paths, "smi_diffs": to_data(diffs)}
-    click.echo(json.dumps({**json_data(matrix, read(matrix)), **extras}, indent=2))
+    click.echo(dumps("topodoc.topo", {**json_data(matrix, read(matrix)), **extras}))
 
 
 def matrix_from_text(source: str) -> ConnectionMatrix:
@@ -87,12 +87,13 @@ def matrix_from_text(source: str) -> ConnectionMatrix:
 
 
 def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
+    from topodoc.report.document import dumps
     from topodoc.report.topo import json_data, render_text
     from topodoc.topology.reading import read
 
     reading = read(matrix)
     if as_json:
-        click.echo(json.dumps(json_data(matrix, reading), indent=2))
+        click.echo(dumps("topodoc.topo", json_data(matrix, reading)))
         return
     width = shutil.get_terminal_size((100, 24)).columns
     click.echo(render_text(matrix, reading, color=sys.stdout.isatty(), width=width), nl=False)

@@ -281,11 +281,11 @@ def _paths(data: dict, props: dict[str, Prop], cache: dict) -> None:
 
 def _derive_cells(data: dict) -> tuple[tuple[str, str, str], ...]:
     """The derived nvidia-smi class of every GPU pair and GPU-NIC pair (NIC named by device)."""
-    from topodoc import codec, model
+    from topodoc import codec
     from topodoc.topology.derive import derive
 
     try:
-        topo = derive(codec.from_data(model.Snapshot, data))
+        topo = derive(codec.snapshot_from_data(data))
     except Exception as err:  # noqa: BLE001 - a node whose snapshot cannot be derived is reported
         return (("topology", "derive", f"unknown ({type(err).__name__})"),)
     device = {nic.name: nic.device for nic in topo.nics}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import click
 
@@ -85,18 +86,20 @@ def _dim(text: str, color: bool) -> str:
     return click.style(text, dim=True) if color else text
 
 
+@dataclass(frozen=True)
+class RuleRow:
+    """One rule as ``topodoc rules --json`` lists it."""
+
+    id: str
+    severity: Severity
+    title: str
+    tags: tuple[str, ...]
+    needs: tuple[str, ...]
+    fix: str
+
+
 def rules_json(rules: Iterable[Rule]) -> list[dict]:
-    return [
-        {
-            "id": r.id,
-            "severity": r.severity.value,
-            "title": r.title,
-            "tags": list(r.tags),
-            "needs": list(r.needs),
-            "fix": r.fix,
-        }
-        for r in rules
-    ]
+    return [to_data(RuleRow(r.id, r.severity, r.title, tuple(r.tags), tuple(r.needs), r.fix)) for r in rules]
 
 
 def rules_text(rules: Iterable[Rule]) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import replace
 
 from topodoc.fleet.compare import Difference, FleetReport
@@ -100,12 +99,13 @@ def _difference(d: Difference) -> str:
 
 def to_json(report: FleetReport, rails=None) -> str:
     from topodoc.codec import to_data
+    from topodoc.report.document import dumps
 
     data = to_data(report)
     for diff, item in zip(report.differences, data["differences"], strict=True):
         item["split"] = diff.split
     data["rails"] = to_data(rails) if rails is not None else None
-    return json.dumps(data, indent=2)
+    return dumps("topodoc.fleet", data)
 
 
 def render_rails(rails) -> str:
