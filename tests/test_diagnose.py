@@ -142,7 +142,7 @@ def test_non_nccl_log_is_rejected(tmp_path):
 
 def test_rules_json_lists_every_rule():
     out = run("rules", "--json", real=True)
-    data = json.loads(out.stdout)
+    data = json.loads(out.stdout)["rules"]
     assert out.returncode == 0
     assert [r["id"] for r in data] == [r.id for r in RULES]
     assert all({"id", "severity", "title"} <= set(r) for r in data)

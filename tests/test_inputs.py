@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topodoc.inputs import MAX_BYTES, MAX_LINE, read_text, strip_ansi
+from topodoc.report.document import document
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPO = ROOT / "fixtures" / "topo" / "dgx-a100-nv12-mlx5.txt"
@@ -36,22 +37,23 @@ def _nccltests_json(*args, input=None):
 def test_topo_reads_utf16_with_and_without_bom(tmp_path, encoding):
     path = tmp_path / "topo.txt"
     path.write_bytes(TOPO.read_text().replace("\n", "\r\n").encode(encoding))
-    assert _topo_json(str(path)) == json.loads(TOPO.with_suffix(".json").read_text())
+    golden = json.loads(TOPO.with_suffix(".json").read_text())
+    assert _topo_json(str(path)) == document("topodoc.topo", golden)
 
 
 def test_topo_and_nccltests_read_gz_files_and_gzip_on_stdin(tmp_path):
-    golden = json.loads(TOPO.with_suffix(".json").read_text())
+    golden = document("topodoc.topo", json.loads(TOPO.with_suffix(".json").read_text()))
     path = tmp_path / "topo.txt.gz"
     path.write_bytes(gzip.compress(TOPO.read_bytes()))
     assert _topo_json(str(path)) == golden
     assert _topo_json("-", input=gzip.compress(TOPO.read_bytes())) == golden
     expected = json.loads(NCCL_TESTS.with_suffix(".json").read_text())
-    assert [_nccltests_json("-", input=gzip.compress(NCCL_TESTS.read_bytes()))] == expected
+    assert _nccltests_json("-", input=gzip.compress(NCCL_TESTS.read_bytes()))["runs"] == expected
 
 
 def test_nccltests_reads_utf16_stdin_and_names_it_stdin_on_error():
     expected = json.loads(NCCL_TESTS.with_suffix(".json").read_text())
-    assert [_nccltests_json("-", input=NCCL_TESTS.read_text().encode("utf-16"))] == expected
+    assert _nccltests_json("-", input=NCCL_TESTS.read_text().encode("utf-16"))["runs"] == expected
     bad = run_cli_process("nccltests", "-", input="nothing here\n")
     assert bad.returncode == 2 and bad.stderr.startswith("topodoc nccltests: stdin: no nccl-tests output")
 
@@ -128,7 +130,7 @@ def test_endless_fifo_into_nccltests_stops_and_parses_what_it_read(tmp_path):
     run = run_cli_process("nccltests", str(fifo), "--json", timeout=120)
     writer.join(timeout=10)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["collective"] == "all_reduce"
+    assert json.loads(run.stdout)["runs"][0]["collective"] == "all_reduce"
     assert "input truncated after 100000 lines" in run.stderr
 
 

@@ -8,9 +8,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import run_cli, run_cli_process
 from jsonschema import Draft202012Validator
 
-from tests.conftest import run_cli, run_cli_process
 from topodoc import jsonschema_gen
 from topodoc.report.document import VERSIONS, document
 
