@@ -12,6 +12,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import time
 import traceback
 from typing import NoReturn
 
@@ -37,6 +38,7 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         """Run the command; whatever escapes it exits 2 with one line, never 1 (the findings code)."""
+        started = time.monotonic()
         try:
             return super().invoke(ctx)
         except click.ClickException as err:
@@ -51,6 +53,16 @@ class LazyGroup(click.Group):
             _output_closed()
         except Exception as err:
             internal_error(err)
+        finally:
+            _timing(ctx, started)
+
+
+def _timing(ctx: click.Context, started: float) -> None:
+    """``-v``: how long the command took, on stderr."""
+    from topodoc.report import console
+
+    if ctx.invoked_subcommand and console.verbose():
+        console.detail(f"topodoc {ctx.invoked_subcommand}", f"took {time.monotonic() - started:.2f} s")
 
 
 DEBUG_ENV = "TOPODOC_DEBUG"
@@ -82,10 +94,30 @@ def _output_closed() -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+EXAMPLE = """\b
+Example:
+  topodoc examples
+  topodoc diagnose --from example:dgx-a100-degraded-no-peermem
+  topodoc --color never -q logs rank0.log rank1.log"""
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLE)
 @click.version_option(__version__, prog_name="topodoc")
-def main() -> None:
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour: auto is on a terminal unless NO_COLOR is set; always beats NO_COLOR.")
+@click.option("-q", "--quiet", is_flag=True, help="Only findings and errors: no notes, no progress.")
+@click.option("-v", "--verbose", is_flag=True, help="Extra detail on stderr, such as timings.")
+def main(color: str, quiet: bool, verbose: bool) -> None:
     """Explain how a GPU server is wired, which transport NCCL uses, and why collectives are slow.
 
     Try it without a GPU: `topodoc examples`, then `topodoc topo --from example:<name>`.
     """
+    from topodoc.report import color as color_choice
+    from topodoc.report import console
+
+    if quiet and verbose:
+        raise click.UsageError("give either --quiet or --verbose")
+    color_choice.set_choice(color)
+    # click.echo strips ANSI codes from output that is not a terminal unless the context says otherwise
+    click.get_current_context().color = {"always": True, "never": False}.get(color)
+    console.set_level(console.QUIET if quiet else console.VERBOSE if verbose else console.NORMAL)

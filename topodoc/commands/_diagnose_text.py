@@ -110,6 +110,8 @@ def _file_row(item, inputs) -> dict:
 
 
 def _emit(report, summary: dict, files: list[dict], notes: list[str], as_json: bool) -> None:
+    from topodoc.report.color import use_color
+    from topodoc.report.console import quiet
     from topodoc.report.diagnose import json_data, render_text
     from topodoc.report.document import dumps
 
@@ -129,6 +131,6 @@ def _emit(report, summary: dict, files: list[dict], notes: list[str], as_json: b
             lines.append(f"  {row['note']}")
         for item in row.get("damaged", [])[:5]:
             lines.append(f"  damaged: {item}")
-    lines += [f"note: {n}" for n in notes]
+    lines += [] if quiet() else [f"note: {n}" for n in notes]
     click.echo("\n".join(lines))
-    click.echo(render_text(report, summary, color=sys.stdout.isatty()), nl=False)
+    click.echo(render_text(report, summary, color=use_color(), quiet=quiet()), nl=False)

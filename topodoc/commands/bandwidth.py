@@ -8,8 +8,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc bandwidth --from example:hgx-h100-8x400g-ib
+  topodoc bandwidth --nodes 4 --json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option("--from", "source", default=None, metavar="SPEC",
               help="A recording (NAME.tar.gz) or example:<name>; default: this machine.")
 @click.option("--nodes", type=click.IntRange(min=2), default=2, show_default=True,

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import click
 
+EXAMPLE = """\b
+Example:
+  topodoc completion bash > ~/.local/share/bash-completion/completions/topodoc
+  eval "$(topodoc completion zsh)"
+"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def command(shell: str) -> None:
     """Print the completion script for SHELL.
-
-    \b
-    Example:
-      topodoc completion bash > ~/.local/share/bash-completion/completions/topodoc
-      eval "$(topodoc completion zsh)"
     """
     from click.shell_completion import get_completion_class
 

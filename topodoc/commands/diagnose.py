@@ -26,7 +26,14 @@ from topodoc.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 SEVERITIES = ("info", "warning", "error", "critical")
 
 
-@click.command()
+EXAMPLE = """\b
+Example:
+  topodoc diagnose --from example:dgx-a100-degraded-no-peermem
+  topodoc diagnose topo-m.txt ibstat.txt rank0.log
+  topodoc diagnose --log rank0.log --fail-on warning --json"""
+
+
+@click.command(epilog=EXAMPLE)
 @click.argument("files", nargs=-1, metavar="[FILE]...")
 @click.option("--from", "source", metavar="SPEC", help="live, a recording NAME.tar.gz, or example:NAME.")
 @click.option(
@@ -92,9 +99,11 @@ def _snapshot(source: str | None, deadline: float):
 
 def _analyze(paths: tuple[str, ...]):
     from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze
+    from topodoc.report.console import progress
 
     try:
-        return analyze(list(paths))
+        with progress(f"topodoc diagnose: reading {len(paths)} log(s)"):
+            return analyze(list(paths))
     except NoNcclLinesError as err:
         _fail(str(err))
     except (LogInputError, OSError) as err:
@@ -119,6 +128,7 @@ def _compare(path: str, snapshot, topology):
     with the bandwidth model."""
     from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError
+    from topodoc.report import console
     from topodoc.rules.bandwidth import nccl_tests_input
 
     try:
@@ -126,7 +136,7 @@ def _compare(path: str, snapshot, topology):
     except InputError as err:
         _fail(str(err))
     for note in given.notes():
-        click.echo(f"topodoc diagnose: note: {note}", err=True)
+        console.note("topodoc diagnose", note)
     try:
         return nccl_tests_input(given.name, given.text, snapshot, topology)
     except NcclTestsParseError as err:
@@ -157,4 +167,7 @@ def _emit(report, inputs: dict, as_json: bool) -> None:
     if as_json:
         click.echo(dumps("topodoc.diagnose", json_data(report, inputs)))
     else:
-        click.echo(render_text(report, inputs, color=sys.stdout.isatty()), nl=False)
+        from topodoc.report.color import use_color
+        from topodoc.report.console import quiet
+
+        click.echo(render_text(report, inputs, color=use_color(), quiet=quiet()), nl=False)

@@ -14,8 +14,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc diagram --from example:dgx-a100 --format mermaid
+  topodoc diagram --format svg -o box.svg"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option("--from", "source", default=None, metavar="SPEC",
               help="live (default), a recording NAME.tar.gz, or example:<name>.")
 @click.option("--format", "fmt", type=click.Choice(["dot", "mermaid", "svg"]), default="dot",

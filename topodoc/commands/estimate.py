@@ -8,13 +8,17 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc estimate tp --layers 48 --hidden 8192 --seq 4096 --tp 8 --from example:dgx-a100"""
 
-@click.group(name="estimate")
+
+@click.group(name="estimate", epilog=EXAMPLE)
 def command() -> None:
     """Estimate what a training job asks of the interconnect."""
 
 
-@command.command(name="tp")
+@command.command(name="tp", epilog=EXAMPLE)
 @click.option("--layers", type=int, required=True, help="Transformer layers.")
 @click.option("--hidden", type=int, required=True, help="Hidden size.")
 @click.option("--seq", type=int, required=True, help="Sequence length.")

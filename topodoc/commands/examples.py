@@ -16,7 +16,13 @@ class Example:
     source: str  # what to pass to --from
 
 
-@click.command()
+EXAMPLE = """\b
+Example:
+  topodoc examples
+  topodoc topo --from example:dgx-a100"""
+
+
+@click.command(epilog=EXAMPLE)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def command(as_json: bool) -> None:
     """List the bundled recordings of GPU servers; use one with `--from example:<name>`."""

@@ -8,8 +8,12 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc explain pcie-width-reduced"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("rule_id", metavar="ID")
 def command(rule_id: str) -> None:
     """Explain rule ID: what it checks, why it matters, how to fix it, an example."""

@@ -12,8 +12,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc export nccl-topo --from example:dgx-a100 -o topo.xml
+  NCCL_TOPO_FILE=topo.xml all_reduce_perf -g 8"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("what", type=click.Choice(["nccl-topo"]))
 @click.option(
     "--from", "source", metavar="SPEC|FILE", help="live, NAME.tar.gz, example:NAME, or a text input."

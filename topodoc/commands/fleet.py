@@ -16,7 +16,13 @@ from topodoc.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 SEVERITIES = ("info", "warning", "error", "critical")
 
 
-@click.command()
+EXAMPLE = """\b
+Example:
+  srun --ntasks-per-node=1 topodoc record -o recs/%N.tar.gz
+  topodoc fleet recs/ --fail-on warning"""
+
+
+@click.command(epilog=EXAMPLE)
 @click.argument("inputs", nargs=-1, metavar="INPUT...")
 @click.option(
     "--logs",
@@ -46,11 +52,6 @@ def command(
     jobs: int | None,
 ) -> None:
     """Find the odd node out across servers that should be identical.
-
-    \b
-    Example:
-      srun --ntasks-per-node=1 topodoc record -o recs/%N.tar.gz
-      topodoc fleet recs/ --fail-on warning
     """
     from topodoc.fleet.compare import compare
     from topodoc.fleet.nodes import expand, load_all
@@ -59,10 +60,14 @@ def command(
         _fail("give recordings, snapshots, directories or agent URLs to compare")
     if as_json and as_csv:
         _fail("give either --json or --csv")
+    from topodoc.report.console import progress
+
     items, errors = expand(inputs)
-    groups, load_errors = load_all(items, jobs)
-    report = compare(groups, errors + load_errors)
-    rails = _rails(logs) if logs else None
+    with progress(f"topodoc fleet: comparing {len(items)} input(s)"):
+        groups, load_errors = load_all(items, jobs)
+        report = compare(groups, errors + load_errors)
+    with progress(f"topodoc fleet: reading {len(logs)} log(s)"):
+        rails = _rails(logs) if logs else None
     _emit(report, rails, as_json, as_csv)
     if report.nodes == 0 and rails is None:
         sys.exit(EXIT_ERROR)

@@ -8,8 +8,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc logs rank0.log rank1.log
+  topodoc logs job.log.gz --json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("paths", metavar="FILE...", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="The analysis as JSON (summary, then the tables).")
 def command(paths: tuple[str, ...], as_json: bool) -> None:
@@ -20,9 +25,11 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     its likely cause. Each claim names the file and line that supports it.
     """
     from topodoc.parsers.nccl_log import LogInputError, analyze
+    from topodoc.report.console import progress
 
     try:
-        analysis = analyze(list(paths))
+        with progress(f"topodoc logs: reading {len(paths)} file(s)"):
+            analysis = analyze(list(paths))
     except LogInputError as err:
         click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)

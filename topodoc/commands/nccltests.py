@@ -10,8 +10,13 @@ import click
 from topodoc.cli import EXIT_ERROR
 from topodoc.inputs import label
 
+EXAMPLE = """\b
+Example:
+  all_reduce_perf -b 8 -e 8G -f 2 -g 8 | topodoc nccltests -
+  topodoc nccltests run.txt --json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("path", metavar="FILE|-")
 @click.option("--collective", default=None, help="Name the collective when the output does not.")
 @click.option("--json", "as_json", is_flag=True, help="The run as JSON (a list when the file holds several).")
@@ -34,11 +39,12 @@ def read_runs(path: str, collective: str | None = None):
     holds none. What the reader left out (a capped read, over-long lines) is noted on stderr."""
     from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError, parse_runs
+    from topodoc.report.console import note as note_line
 
     try:
         given = read_text(path)
         for note in given.notes():
-            click.echo(f"topodoc nccltests: note: {note}", err=True)
+            note_line("topodoc nccltests", note)
         return parse_runs(given.text, collective or _collective_from_name(path))
     except InputError as err:
         click.echo(f"topodoc nccltests: {err}", err=True)

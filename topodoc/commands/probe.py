@@ -11,8 +11,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc probe
+  topodoc probe --from example:gb200-nvl72-tray --json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option("--from", "source", metavar="SPEC", help="live (default), NAME.tar.gz, or example:<name>.")
 @click.option("--root", metavar="DIR", help="Read sysfs/procfs under DIR instead of / (like HWLOC_FSROOT).")
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")

@@ -7,8 +7,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc record --redact -o $(hostname).tar.gz
+  topodoc probe --from $(hostname).tar.gz"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option("-o", "--output", required=True, metavar="NAME.tar.gz", help="Where to write the recording.")
 @click.option(
     "--redact", is_flag=True, help="Replace hostname, IPs, MACs, serials, UUIDs and GIDs consistently."

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import click
 
+EXAMPLE = """\b
+Example:
+  topodoc rules
+  topodoc rules --json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print a list of {id, severity, title, tags, needs, fix}."
 )

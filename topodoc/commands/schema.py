@@ -7,19 +7,19 @@ from importlib import resources
 
 import click
 
+EXAMPLE = """\b
+Example:
+  topodoc schema
+  topodoc schema diagnose > diagnose.schema.json"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.argument("name", required=False)
 def command(name: str | None) -> None:
     """Print the JSON Schema of a --json document (topodoc.diagnose, or just diagnose); no NAME lists them.
 
     Every --json document starts with "schema" (the name) and "schema_version"; a change that breaks a
     schema bumps its version (docs/CHANGELOG.md).
-
-    \b
-    Example:
-      topodoc schema
-      topodoc schema diagnose > diagnose.schema.json
     """
     from topodoc.report.document import VERSIONS
 

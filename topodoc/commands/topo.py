@@ -19,7 +19,13 @@ from topodoc.model import ConnectionMatrix
 TOPO_MAX_LINES = 20_000  # a matrix is found in the first lines; collect_env reports are a few hundred
 
 
-@click.command()
+EXAMPLE = """\b
+Example:
+  nvidia-smi topo -m | topodoc topo -
+  topodoc topo --from example:dgx-a100"""
+
+
+@click.command(epilog=EXAMPLE)
 @click.argument("source", required=False, metavar="[FILE|-]")
 @click.option("--from", "machine", default=None, metavar="SPEC",
               help="Derive the matrix from a machine instead: live, a recording NAME.tar.gz, "
@@ -96,19 +102,22 @@ def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
         click.echo(dumps("topodoc.topo", json_data(matrix, reading)))
         return
     width = shutil.get_terminal_size((100, 24)).columns
-    click.echo(render_text(matrix, reading, color=sys.stdout.isatty(), width=width), nl=False)
+    from topodoc.report.color import use_color
+
+    click.echo(render_text(matrix, reading, color=use_color(), width=width), nl=False)
 
 
 def _read_text(source: str):
     """The text of FILE or stdin through the one reader; what it left out is noted on stderr."""
     from topodoc.inputs import InputError, read_text
+    from topodoc.report.console import note as note_line
 
     try:
         given = read_text(source, max_lines=TOPO_MAX_LINES)
     except InputError as err:
         _fail(str(err))
     for note in given.notes():
-        click.echo(f"topodoc topo: note: {note}", err=True)
+        note_line("topodoc topo", note)
     return given
 
 

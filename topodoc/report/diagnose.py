@@ -30,11 +30,12 @@ def json_data(report: Report, inputs: dict) -> dict:
     return {"inputs": inputs, **data}
 
 
-def render_text(report: Report, inputs: dict, color: bool = False) -> str:
+def render_text(report: Report, inputs: dict, color: bool = False, quiet: bool = False) -> str:
+    """The findings worst first; ``quiet`` leaves out the notes (skipped rules, the explain hint)."""
     lines = [_headline(report, inputs, color), ""]
     for finding in report.findings:
         lines += _finding_lines(finding, color)
-    if report.skipped:
+    if report.skipped and not quiet:
         reasons = Counter(s.reason for s in report.skipped)
         for reason, count in reasons.most_common():
             lines.append(_dim(f"skipped {count} rule(s): {reason}", color))
@@ -44,7 +45,7 @@ def render_text(report: Report, inputs: dict, color: bool = False) -> str:
             if color
             else f"internal error in rule {err.rule}: {err.error}"
         )
-    if report.findings:
+    if report.findings and not quiet:
         lines.append(_dim("`topodoc explain RULE` tells why a rule matters and how to fix it.", color))
     return "\n".join(lines).rstrip() + "\n"
 
