@@ -16,9 +16,10 @@ from itertools import permutations
 
 from topodoc import model
 from topodoc.bandwidth import links as rates
+from topodoc.topology.rails import rail_nics
 from topodoc.topology.types import C2C, NVLINK, PCIE, SMP, Connection, Link, Topology
+from topodoc.topology.vocab import RDMA_KINDS
 
-RDMA_KINDS = ("ib", "roce", "efa")
 NVLS_H100_8GPU_GBPS = 480.0  # NVLink SHARP all_reduce busbw on 8x H100 (sjeaugey, NVIDIA/nccl-tests#212)
 
 
@@ -180,7 +181,7 @@ def node_nic_bandwidth(topology: Topology) -> tuple[float | None, str | None]:
     NICs, the gVNIC/Ethernet NICs stand in (TCPX, sockets)."""
     rdma = [n for n in topology.nics if n.kind in RDMA_KINDS and n.rate_gbps]
     pool = rdma or [n for n in topology.nics if n.kind in ("gvnic", "ethernet") and n.rate_gbps]
-    rails = _rail_nics(topology, pool)
+    rails = rail_nics(topology, pool)
     up = [n for n in rails if not n.ports_down]
     if not up:
         return None, None
@@ -195,22 +196,6 @@ def node_nic_bandwidth(topology: Topology) -> tuple[float | None, str | None]:
     if left_out:
         label += f" (not counted: {', '.join(left_out)})"
     return total, label
-
-
-_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def _rail_nics(topology: Topology, pool: list) -> list:
-    """The NICs of ``pool`` that are nearest (by PCIe class) to at least one GPU; all of them if none is."""
-    names = {n.name for n in pool}
-    nearest: set[str] = set()
-    for gpu in topology.gpus:
-        conns = [c for c in topology.gpu_nic if gpu.name in (c.a, c.b) and ({c.a, c.b} & names)]
-        ranked = [(_LEVELS.index(c.pci_level), c) for c in conns if c.pci_level in _LEVELS]
-        if ranked:
-            best = min(rank for rank, _ in ranked)
-            nearest |= {c.b if c.a == gpu.name else c.a for rank, c in ranked if rank == best}
-    return [n for n in pool if n.name in nearest] or pool
 
 
 def inter_node_expectations(

@@ -8,6 +8,7 @@ one that reads both (snapshot first); each is :func:`topodoc.rules.engine.rule` 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,9 +19,13 @@ Declarator = Callable[[Callable[..., Iterable[Hit]]], Rule]
 
 
 def declare(needs: tuple[str, ...], id: str, severity: str, tags: tuple[str, ...], title: str, fix: str):
-    """A ``rule`` whose check takes the facts named in ``needs`` as arguments, in that order."""
+    """A ``rule`` whose check takes facts as arguments named after them (``snapshot``, ``topology``,
+    ``logs``, ``nccl_tests``); ``needs`` is what the check's parameter names ask for."""
 
     def wrap(check: Callable[..., Iterable[Hit]]) -> Rule:
+        params = inspect.signature(check).parameters.values()
+        needs = tuple(p.name for p in params if p.default is p.empty)
+
         @functools.wraps(check)
         def read(facts: Facts) -> Iterable[Hit]:
             return check(*(getattr(facts, name) for name in needs))

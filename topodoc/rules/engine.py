@@ -10,6 +10,7 @@ facts are absent as :class:`Skipped`, and turns an exception inside a rule into 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -148,6 +149,7 @@ def rule(
 
 def evaluate(facts: Facts, rules: Iterable[Rule]) -> Report:
     """Run every rule over ``facts``; never raises because of a rule."""
+    facts = with_topology(facts)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     errors: list[InternalError] = []
@@ -169,6 +171,19 @@ def evaluate(facts: Facts, rules: Iterable[Rule]) -> Report:
         findings.extend(_finding(item, hit) for hit in hits)
     findings.sort(key=lambda f: (-f.severity.rank, -f.confidence, f.rule, f.subject))
     return Report(tuple(findings), tuple(skipped), tuple(errors), count)
+
+
+def with_topology(facts: Facts) -> Facts:
+    """``facts`` with the snapshot's derived topology filled in when it was left out; a derivation that
+    fails leaves it out (the rules that need it are then skipped, the others still run)."""
+    if facts.snapshot is None or facts.topology is not None:
+        return facts
+    from topodoc.topology import derive
+
+    try:
+        return dataclasses.replace(facts, topology=derive(facts.snapshot))
+    except Exception:  # diagnose reports the derivation error itself
+        return facts
 
 
 def _finding(item: Rule, hit: Hit) -> Finding:

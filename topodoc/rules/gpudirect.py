@@ -7,19 +7,10 @@ from collections.abc import Iterator
 from topodoc.model import Snapshot
 from topodoc.rules.common import path_evidence, snapshot_rule, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity
-from topodoc.rules.machine import (
-    VERBS_KINDS,
-    RailPair,
-    ancestors,
-    gpu_combinations,
-    gpu_name,
-    nvlinked,
-    path_rank,
-    pci_class,
-    rail_names,
-    rail_pairs,
-    rdma_nics,
-)
+from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
+from topodoc.topology import Topology, rails
+from topodoc.topology.rails import RailPair, rail_names, rail_pairs
+from topodoc.topology.vocab import level_rank
 
 ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -70,31 +61,32 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
-def gpu_nic_far(snapshot: Snapshot) -> Iterator[Hit]:
-    pairs = rail_pairs(snapshot)
-    far = [pair for pair in pairs if path_rank(pair.path) > path_rank("PXB")]
+def gpu_nic_far(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    pairs = rail_pairs(topology)
+    far = [pair for pair in pairs if level_rank(pair.path) > level_rank("PXB")]
     for path in ("PHB", "NODE", "SYS"):
         group = [pair for pair in far if pair.path == path]
         if group:
-            alternatives = _shared_alternatives(snapshot, group, pairs)
+            alternatives = _shared_alternatives(topology, group, pairs)
             yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives)
 
 
-def _shared_alternatives(snapshot: Snapshot, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
+def _shared_alternatives(topology: Topology, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
     """For GPUs whose own rail NIC is far: a NIC within PXB that another GPU's rail already uses."""
-    owner = {p.nic.name: gpu_name(p.gpu) for p in pairs}
+    owner = {p.nic.name: p.gpu.name for p in pairs}
     notes = []
     for pair in group:
-        near = [n for n in rdma_nics(snapshot)
-                if n.name != pair.nic.name and _within_pxb(snapshot, pair.gpu.pci_address, n.pci_address)]
+        near = [n for n in rails.rdma_nics(topology)
+                if n.name != pair.nic.name and _within_pxb(topology, pair.gpu.name, n.name)]
         if near:
             shared = f", shared with {owner[near[0].name]}" if near[0].name in owner else ""
-            notes.append(f"{gpu_name(pair.gpu)} can reach {near[0].name} within PXB{shared}")
+            notes.append(f"{pair.gpu.name} can reach {near[0].device} within PXB{shared}")
     return notes
 
 
-def _within_pxb(snapshot: Snapshot, a: str | None, b: str | None) -> bool:
-    return path_rank(pci_class(snapshot, a, b) or "SYS") <= path_rank("PXB")
+def _within_pxb(topology: Topology, gpu: str, nic: str) -> bool:
+    conn = topology.connection(gpu, nic)
+    return conn is not None and level_rank(conn.pci_level or "SYS") <= level_rank("PXB")
 
 
 def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str]) -> Hit:
@@ -131,12 +123,13 @@ def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:
     return up_a[: up_a.index(common)] + up_b[: up_b.index(common)]
 
 
-def _on_path_bridges(snapshot: Snapshot) -> set[str]:
+def _on_path_bridges(snapshot: Snapshot, topology: Topology) -> set[str]:
     """Bridges on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
-    pairs = [(a, b) for a, b in gpu_combinations(snapshot) if not nvlinked(snapshot, a, b)]
-    ends = [(a.pci_address, b.pci_address) for a, b in pairs]
-    ends += [(gpu.pci_address, nic.pci_address) for gpu in snapshot.gpus for nic in rdma_nics(snapshot)]
-    return {bridge for a, b in ends for bridge in _between(snapshot, a, b)}
+    address = {end.name: end.pci_address for end in (*topology.gpus, *topology.nics)}
+    rdma = {nic.name for nic in rails.rdma_nics(topology)}
+    conns = [c for c in topology.gpu_pairs if not c.nvlinks]
+    conns += [c for c in topology.gpu_nic if c.b in rdma]
+    return {bridge for c in conns for bridge in _between(snapshot, address[c.a], address[c.b])}
 
 
 @snapshot_rule(
@@ -145,10 +138,10 @@ def _on_path_bridges(snapshot: Snapshot) -> set[str]:
     fix="disable ACS in the BIOS, or at runtime `sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000` on each "
     "listed bridge (bare metal only)",
 )
-def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
-    on_path = sorted(_on_path_bridges(snapshot))
+def acs_on_p2p_path(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    on_path = sorted(_on_path_bridges(snapshot, topology))
     unreadable = [addr for addr in on_path if snapshot.pci[addr].acs_ctrl is None]
-    enabled = acs_redirect_bridges(snapshot)
+    enabled = acs_redirect_bridges(snapshot, topology)
     if not enabled and unreadable:
         raise MissingFacts(f"ACS control is unreadable on {len(unreadable)} on-path bridge(s) (needs root)")
     if not enabled:
@@ -165,9 +158,9 @@ def acs_off_commands(bridges: list[str]) -> str:
     return " ; ".join(f"sudo setpci -s {addr} ECAP_ACS+0x6.w=0000" for addr in bridges)
 
 
-def acs_redirect_bridges(snapshot: Snapshot) -> list[str]:
+def acs_redirect_bridges(snapshot: Snapshot, topology: Topology) -> list[str]:
     """Bridges on a GPU-GPU or GPU-NIC P2P path whose ACS control redirects P2P to the root complex."""
-    on_path = sorted(_on_path_bridges(snapshot))
+    on_path = sorted(_on_path_bridges(snapshot, topology))
     return [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
 
 

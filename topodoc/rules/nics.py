@@ -8,7 +8,9 @@ from topodoc import pciaddr
 from topodoc.model import Nic, NicPort, Snapshot
 from topodoc.rules.common import snapshot_rule
 from topodoc.rules.engine import Evidence, Hit, Severity
-from topodoc.rules.machine import port_active, rail_nics, rail_pairs, rdma_nics, verbs_ports
+from topodoc.rules.machine import port_active, rdma_nics, verbs_ports
+from topodoc.topology import Topology
+from topodoc.topology.rails import rail_nics, rail_pairs
 
 
 def _port_evidence(nic: Nic, port: NicPort, attr: str, value: str) -> Evidence:
@@ -25,8 +27,9 @@ def _port_subject(nic: Nic, port: NicPort) -> str:
     fix="for full per-GPU network bandwidth use one NIC (rail) per GPU; otherwise size "
     "expectations accordingly",
 )
-def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
-    nics, gpus = rail_nics(snapshot), snapshot.gpus
+def rails_shared(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    devices = {nic.device for nic in rail_nics(topology)}
+    nics, gpus = [nic for nic in rdma_nics(snapshot) if nic.name in devices], snapshot.gpus
     if not nics or len(nics) >= len(gpus):
         return
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
@@ -48,8 +51,8 @@ def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
     fix="check the cable and switch port (`ibstat`, `ibstatus`), the subnet manager for IB, and "
     "`ip link` for RoCE",
 )
-def ib_port_down(snapshot: Snapshot) -> Iterator[Hit]:
-    rails = {pair.nic.name for pair in rail_pairs(snapshot)}
+def ib_port_down(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    rails = {pair.nic.device for pair in rail_pairs(topology)}
     for nic, port in verbs_ports(snapshot):
         if not port.state or port_active(port):
             continue

@@ -8,16 +8,15 @@ from topodoc.model import Snapshot
 from topodoc.rules.common import shortlist, snapshot_rule, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit
 from topodoc.rules.machine import (
-    RailPair,
     gpu_device,
     gpu_label,
     gpu_name,
     multi_numa,
     parse_cpulist,
-    rail_names,
-    rail_pairs,
     rdma_nics,
 )
+from topodoc.topology import Topology, rails
+from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 
 
 @snapshot_rule(
@@ -26,8 +25,8 @@ from topodoc.rules.machine import (
     fix="move the NIC to a slot on the GPU's socket, or pin the rank's NIC with NCCL_IB_HCA to one "
     "on its node",
 )
-def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
-    pairs = rail_pairs(snapshot)
+def gpu_nic_numa_mismatch(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    pairs = rail_pairs(topology)
     split = [pair for pair in pairs if _nodes(snapshot, pair)]
     if not split:
         return
@@ -37,8 +36,8 @@ def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
         subject=rail_names(split),
         message=f"{len(split)} GPU(s) get an RDMA NIC on another NUMA node when each GPU takes its own "
         "nearest NIC (rail pairing, shared only when NICs run out): "
-        f"{gpu_name(first.gpu)} on node {gpu_node} gets {first.nic.name} on node {nic_node} ({first.path}); "
-        + _local_choice(snapshot, pairs, first),
+        f"{first.gpu.name} on node {gpu_node} gets {first.nic.device} on node {nic_node} ({first.path}); "
+        + _local_choice(snapshot, topology, pairs, first),
         evidence=tuple(
             sysfs_evidence(addr, "numa_node", str(snapshot.pci[addr].numa_node))
             for p in split[:2]
@@ -47,13 +46,13 @@ def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
     )
 
 
-def _local_choice(snapshot: Snapshot, pairs: list[RailPair], pair: RailPair) -> str:
+def _local_choice(snapshot: Snapshot, topology: Topology, pairs: list[RailPair], pair: RailPair) -> str:
     """What the GPU's own NUMA node offers instead: no RDMA NIC at all, or NICs paired with other GPUs."""
     node = snapshot.pci[pair.gpu.pci_address].numa_node
-    owners = {other.nic.name: gpu_name(other.gpu) for other in pairs if other.gpu != pair.gpu}
+    owners = {other.nic.device: other.gpu.name for other in pairs if other.gpu != pair.gpu}
     local = [
-        nic.name
-        for nic in rdma_nics(snapshot)
+        nic.device
+        for nic in rails.rdma_nics(topology)
         if nic.pci_address in snapshot.pci and snapshot.pci[nic.pci_address].numa_node == node
     ]
     cost = (

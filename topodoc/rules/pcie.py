@@ -7,20 +7,17 @@ from collections.abc import Iterator
 from topodoc.model import Gpu, PciDevice, Snapshot
 from topodoc.rules.common import path_evidence, shortlist, snapshot_rule, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, Severity
-from topodoc.rules.machine import (
-    gpu_combinations,
-    gpu_label,
-    gpu_name,
-    gpu_pair_class,
-    nvlink_relay,
-    nvlinked,
-    pair_names,
-    rdma_nics,
-)
+from topodoc.rules.machine import gpu_label, pair_names, rdma_nics
+from topodoc.topology import Topology
+from topodoc.topology.rates import pcie_gbps
+from topodoc.topology.vocab import pcie_gen
 
 IDLE_GTS = 2.5  # GPUs save power by dropping the link to Gen1 when idle
-GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-X16_GBS = {1: 4.0, 2: 8.0, 3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}  # per direction, REFERENCE §6.1
+
+
+def _x16(gen: int | None) -> float:
+    """Line rate of a x16 link of generation ``gen``, GB/s per direction (REFERENCE §6.1)."""
+    return pcie_gbps(gen, 16) or 0.0
 
 
 def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
@@ -35,7 +32,7 @@ def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
 
 def _gen(gts: float) -> str:
     """``16 GT/s (Gen4)``."""
-    return f"{gts:g} GT/s (Gen{GEN_BY_GTS.get(gts, '?')})"
+    return f"{gts:g} GT/s (Gen{pcie_gen(gts) or '?'})"
 
 
 def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
@@ -109,8 +106,8 @@ def _slot_cap(gpu: Gpu) -> Hit:
     return Hit(
         subject=gpu_label(gpu),
         message=f"the slot limits the GPU to Gen{gpu.pcie_max_gen} although it supports "
-        f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
-        f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
+        f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {_x16(gpu.pcie_max_gen):g} instead of "
+        f"{_x16(gpu.pcie_gpu_max_gen):g} GB/s per direction",
         evidence=(
             _nvml(gpu, "nvmlDeviceGetMaxPcieLinkGeneration", gpu.pcie_max_gen),
             _nvml(gpu, "nvmlDeviceGetGpuMaxPcieLinkGeneration", gpu.pcie_gpu_max_gen),
@@ -130,7 +127,7 @@ def _gpu_trained_low(snapshot: Snapshot, label: str, dev: PciDevice, peak: float
     return Hit(
         subject=label,
         message=f"link trained at {_gen(speed)} of {_gen(top)} while its peer GPUs run at full speed; an "
-        f"idle GPU drops to Gen1, not Gen{GEN_BY_GTS.get(speed, '?')}: host and GPUDirect bandwidth are "
+        f"idle GPU drops to Gen1, not Gen{pcie_gen(speed) or '?'}: host and GPUDirect bandwidth are "
         f"{speed / top:.0%} of what they should be",
         evidence=(
             sysfs_evidence(dev.address, "current_link_speed", f"{speed:g} GT/s PCIe"),
@@ -187,14 +184,15 @@ P2P_COST = {
     title="GPU pairs whose P2P path goes through the CPU or across sockets",
     fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
 )
-def gpu_p2p_via_cpu(snapshot: Snapshot) -> Iterator[Hit]:
+def gpu_p2p_via_cpu(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
     groups: dict[str, list[str]] = {}
     first: dict[str, Evidence] = {}
-    for a, b in gpu_combinations(snapshot):
-        path, source = gpu_pair_class(snapshot, a, b)
-        if path in P2P_COST and not nvlinked(snapshot, a, b) and not nvlink_relay(snapshot, a, b):
-            groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
-            first.setdefault(path, _pair_evidence(a, b, path, source))
+    address = {g.name: g.pci_address for g in topology.gpus}
+    for conn in topology.gpu_pairs:
+        path = conn.pci_level
+        if path in P2P_COST and not conn.nvlinks and conn.nccl != "NVB":
+            groups.setdefault(path, []).append(f"{conn.a}-{conn.b}")
+            first.setdefault(path, path_evidence(address[conn.a], address[conn.b], path))
     amd = snapshot.host.cpu_vendor == "AuthenticAMD"
     inter_socket = "16 GB/s per direction on AMD" if amd else "6-40 GB/s per direction, by Intel generation"
     for path, pairs in groups.items():
@@ -204,12 +202,6 @@ def gpu_p2p_via_cpu(snapshot: Snapshot) -> Iterator[Hit]:
             evidence=(first[path],),
             severity=Severity.WARNING if path == "SYS" else Severity.INFO,
         )
-
-
-def _pair_evidence(a: Gpu, b: Gpu, path: str, source: str) -> Evidence:
-    if source == "nvml":
-        return Evidence("nvml", f"nvmlDeviceGetTopologyCommonAncestor({a.index}, {b.index})", path)
-    return path_evidence(a.pci_address, b.pci_address, path)
 
 
 BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}

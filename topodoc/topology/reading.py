@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass
 
 from topodoc.model import ConnectionMatrix
+from topodoc.topology.vocab import SMI_LEVELS as PCIE_ORDER  # nearest first: PIX ... SYS
 
-# Nearest first: PIX (one PCIe switch) ... SYS (across the SMP interconnect between sockets).
-PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"NV(\d+)")
 
 
