@@ -128,9 +128,10 @@ def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -
 
 
 def _emit(report, inputs: dict, as_json: bool) -> None:
+    from topodoc.report.color import use_color
     from topodoc.report.diagnose import json_data, render_text
 
     if as_json:
         click.echo(json.dumps(json_data(report, inputs), indent=2))
     else:
-        click.echo(render_text(report, inputs, color=sys.stdout.isatty()), nl=False)
+        click.echo(render_text(report, inputs, color=use_color(sys.stdout)), nl=False)

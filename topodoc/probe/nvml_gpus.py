@@ -75,7 +75,11 @@ def gap_reason(err: NvmlError) -> GapReason:
 
 
 class GpuLost(Exception):
-    pass
+    """NVML answered GPU_IS_LOST; ``call`` is the NVML function that did."""
+
+    def __init__(self, call: str = "") -> None:
+        super().__init__(call)
+        self.call = call
 
 
 @dataclass
@@ -91,7 +95,7 @@ class Query:
             return self.nvml.call(fn, *args)
         except NvmlError as err:
             if err.code == GPU_IS_LOST and lost_aborts and not isinstance(err, NotRecorded):
-                raise GpuLost() from err
+                raise GpuLost(fn) from err
             self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", err.name))
             return None
 
@@ -141,8 +145,9 @@ def _driver(query: Query) -> DriverInfo:
 def _gpu(query: Query, i: int) -> Gpu:
     try:
         return _gpu_fields(query, i)
-    except GpuLost:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", "GpuIsLost: the GPU fell off the bus"))
+    except GpuLost as lost:
+        source = f"nvml:{lost.call}" if lost.call else "nvml"
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, source, "GpuIsLost: the GPU fell off the bus"))
         return Gpu(index=i, lost=True)
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {err}"))
@@ -190,7 +195,7 @@ def _raw_call(query: Query, fn: str, *args):
         return query.nvml.call(fn, *args)
     except NvmlError as err:
         if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost() from err
+            raise GpuLost(fn) from err
         raise
 
 
@@ -248,7 +253,7 @@ def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
             break
         except NvmlError as err:
             if err.code == GPU_IS_LOST:
-                raise GpuLost() from err
+                raise GpuLost("nvmlDeviceGetNvLinkState") from err
             absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
             if not absent:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
@@ -263,7 +268,7 @@ def _link_count(query: Query, i: int) -> int:
         answer = query.nvml.call("nvmlDeviceGetFieldValues", i, [NVLINK_LINK_COUNT_FIELD])
     except NvmlError as err:
         if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost() from err
+            raise GpuLost("nvmlDeviceGetFieldValues") from err
         return MAX_LINKS
     entry = answer[0] if isinstance(answer, list) and answer and isinstance(answer[0], dict) else {}
     value = entry.get("value")

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from topodoc.rules.engine import Evidence, Facts, Hit, Rule, rule
+from topodoc.rules.engine import NEEDS, Evidence, Facts, Hit, Rule, rule
 from topodoc.rules.machine import sysfs
 
 Declarator = Callable[[Callable[..., Iterable[Hit]]], Rule]
@@ -25,10 +25,11 @@ def declare(needs: tuple[str, ...], id: str, severity: str, tags: tuple[str, ...
     def wrap(check: Callable[..., Iterable[Hit]]) -> Rule:
         params = inspect.signature(check).parameters.values()
         needs = tuple(p.name for p in params if p.default is p.empty)
+        names = tuple(p.name for p in params if p.name in NEEDS)  # with the optional ones (``logs=None``)
 
         @functools.wraps(check)
         def read(facts: Facts) -> Iterable[Hit]:
-            return check(*(getattr(facts, name) for name in needs))
+            return check(**{name: getattr(facts, name) for name in names})
 
         return rule(id, title, severity, tags, needs, fix)(read)
 

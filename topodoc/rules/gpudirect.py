@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.logmodel import EnvSetting, LogAnalysis
 from topodoc.model import Snapshot
-from topodoc.rules.common import path_evidence, snapshot_rule, sysfs_evidence
+from topodoc.rules.common import log_line, path_evidence, snapshot_rule, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity
 from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
-from topodoc.topology import Topology, rails
+from topodoc.topology import Topology, nccl_policy, rails
 from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 from topodoc.topology.vocab import level_rank
 
@@ -61,14 +62,33 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
-def gpu_nic_far(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+def gpu_nic_far(snapshot: Snapshot, topology: Topology, logs: LogAnalysis | None = None) -> Iterator[Hit]:
     pairs = rail_pairs(topology)
-    far = [pair for pair in pairs if level_rank(pair.path) > level_rank("PXB")]
-    for path in ("PHB", "NODE", "SYS"):
+    limit, override = _gdr_limit(logs)
+    c2c_ok = nccl_policy.gdr_c2c(logs.summary.nccl_version if logs else None, _env(logs))
+    # a Grace GPU reaching its NIC over NVLink-C2C (P2C) keeps GPUDirect RDMA unless NCCL is known to
+    # lack or disable NCCL_NET_GDR_C2C (default on from 2.27)
+    far = [pair for pair in pairs if not nccl_policy.within(pair.path, limit)
+           and not (pair.conn.nccl == "P2C" and c2c_ok is not False)]
+    for path in ("PIX", "PXB", "PHB", "NODE", "SYS"):
         group = [pair for pair in far if pair.path == path]
         if group:
             alternatives = _shared_alternatives(topology, group, pairs)
-            yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives)
+            yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives, override)
+
+
+def _env(logs: LogAnalysis | None) -> dict[str, str]:
+    return {s.name: s.value for s in logs.env} if logs is not None else {}
+
+
+def _gdr_limit(logs: LogAnalysis | None) -> tuple[str, EnvSetting | None]:
+    """The GPU-NIC path type up to which NCCL uses GPUDirect RDMA: an NCCL_NET_GDR_LEVEL (or its old name
+    NCCL_IB_GDR_LEVEL) the log shows, else NCCL's default PXB."""
+    for setting in logs.env if logs is not None else ():
+        found = nccl_policy.level(setting.value)
+        if setting.name in ("NCCL_NET_GDR_LEVEL", "NCCL_IB_GDR_LEVEL") and found:
+            return found, setting
+    return nccl_policy.GDR_DEFAULT, None
 
 
 def _shared_alternatives(topology: Topology, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
@@ -89,13 +109,18 @@ def _within_pxb(topology: Topology, gpu: str, nic: str) -> bool:
     return conn is not None and level_rank(conn.pci_level or "SYS") <= level_rank("PXB")
 
 
-def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str]) -> Hit:
+def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str],
+             override: EnvSetting | None) -> Hit:
     names = rail_names(group)
     evidence = tuple(path_evidence(p.gpu.pci_address, p.nic.pci_address, path) for p in group[:4])
+    level = (f"the log's {override.name}={override.value}" if override is not None
+             else "NCCL's default NCCL_NET_GDR_LEVEL=PXB")
+    if override is not None:
+        evidence += (log_line(override.evidence),)
     message = (
-        f"{len(group)} GPU(s) reach their own rail NIC only through {path}: NCCL's default "
-        "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off on that path, so network traffic through it is "
-        "staged through host memory (lower bandwidth, more CPU and PCIe load)"
+        f"{len(group)} GPU(s) reach their own rail NIC only through {path}: {level} turns GPUDirect RDMA "
+        "off on that path, so network traffic through it is staged through host memory (lower bandwidth, "
+        "more CPU and PCIe load)"
     )
     if alternatives:
         message += (f"; {'; '.join(alternatives)}: NCCL may pick that NIC instead, halving each GPU's "
@@ -123,8 +148,18 @@ def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:
     return up_a[: up_a.index(common)] + up_b[: up_b.index(common)]
 
 
+# ACS P2P Request/Completion Redirect is implemented by root ports and switch downstream ports (PCIe Base
+# spec, ACS Extended Capability; linux drivers/pci/pci.c pci_acs_enabled); a switch upstream port has no
+# ACS capability at all, so its absent ACS control is not an unreadable one.
+NO_ACS_PORTS = ("upstream",)
+
+
 def _on_path_bridges(snapshot: Snapshot, topology: Topology) -> set[str]:
-    """Bridges on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
+    """Bridges that could redirect P2P on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
+    return {b for b in _bridges_between(snapshot, topology) if snapshot.pci[b].port_type not in NO_ACS_PORTS}
+
+
+def _bridges_between(snapshot: Snapshot, topology: Topology) -> set[str]:
     address = {end.name: end.pci_address for end in (*topology.gpus, *topology.nics)}
     rdma = {nic.name for nic in rails.rdma_nics(topology)}
     conns = [c for c in topology.gpu_pairs if not c.nvlinks]

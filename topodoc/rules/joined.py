@@ -91,12 +91,17 @@ def _off_rail(
 ) -> Hit:
     return Hit(
         subject=f"rank {rank.rank} ({gpu_name(gpu)})",
-        message=f"rank {rank.rank} on {gpu_name(gpu)} sends over {used.name} ({path} away) although "
+        message=f"rank {rank.rank} on {gpu_name(gpu)} {_verb(conn)} over {used.name} ({path} away) although "
         f"{best.nic.device} is {best.path}: traffic crosses the PCIe/socket fabric and leaves the rail it "
         "should use",
         evidence=_ev(conn) + _ev(rank),
         confidence=confidence,
     )
+
+
+def _verb(conn: Connection) -> str:
+    """What the connection line says the rank does over the NIC: ``[send]`` or ``[receive]``."""
+    return {"send": "sends", "receive": "receives"}.get(conn.direction or "", "sends or receives")
 
 
 @joined_rule(

@@ -33,16 +33,24 @@ def rails_shared(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
     if not nics or len(nics) >= len(gpus):
         return
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
-    share = f" (about {sum(rates) / len(gpus):g} Gb/s per GPU)" if rates else ""
+    share = f" (about {sum(rates) / len(gpus):.0f} Gb/s per GPU)" if rates else ""
     yield Hit(
         subject=f"{len(nics)} NIC(s) / {len(gpus)} GPUs",
-        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): about {len(gpus) / len(nics):g} GPUs per "
-        f"rail, so inter-node bandwidth per GPU is a fraction of one NIC{share}",
+        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): {_per_rail(len(gpus), len(nics))}, so "
+        f"inter-node bandwidth per GPU is a fraction of one NIC{share}",
         evidence=(
             Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in rdma_nics(snapshot))),
             Evidence("derived", "RDMA NICs nearest to a GPU (rails)", " ".join(nic.name for nic in nics)),
         ),
     )
+
+
+def _per_rail(gpus: int, nics: int) -> str:
+    """``2 GPUs per rail``, or ``some rails serve 2 GPUs, others 1`` when they do not divide evenly."""
+    most, rest = -(-gpus // nics), gpus // nics
+    if most == rest:
+        return f"{most} GPUs per rail"
+    return f"some rails serve {most} GPUs, others {rest}"
 
 
 @snapshot_rule(

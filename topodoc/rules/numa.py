@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from topodoc.model import Snapshot
 from topodoc.rules.common import shortlist, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.engine import Evidence, Hit, Severity
 from topodoc.rules.machine import (
     gpu_device,
     gpu_label,
@@ -108,22 +108,40 @@ def cpuset_excludes_gpu_cpus(snapshot: Snapshot) -> Iterator[Hit]:
     if not allowed:
         return
     whose, caveat, confidence = _whose_cpuset(snapshot)
+    none: dict[str, list[str]] = {}  # local cpulist -> GPUs none of whose local CPUs are allowed
+    some: dict[str, list[str]] = {}  # ... of which only some are allowed
     for gpu in snapshot.gpus:
         device = gpu_device(snapshot, gpu)
         local_text = (device.local_cpulist if device else None) or gpu.cpu_affinity
         local = parse_cpulist(local_text)
         if local and not local & allowed:
-            yield Hit(
-                subject=gpu_label(gpu),
-                message=f"{whose} may only run on CPUs {snapshot.process_cpuset}, none of which are local to "
-                f"{gpu_name(gpu)} ({local_text}): a job confined like this gets NCCL's 'Affinity for GPU "
-                f"{gpu.index} is empty' and proxy threads on the far socket; {caveat}",
-                evidence=(
-                    Evidence("procfs", "/proc/self/status Cpus_allowed_list", snapshot.process_cpuset or ""),
-                    sysfs_evidence(gpu.pci_address or "?", "local_cpulist", local_text or ""),
-                ),
-                confidence=confidence,
-            )
+            none.setdefault(local_text or "", []).append(gpu_name(gpu))
+        elif local and not local <= allowed:
+            some.setdefault(local_text or "", []).append(gpu_name(gpu))
+    if none:
+        yield _cpuset_hit(snapshot, none, whose, caveat, confidence, partial=False)
+    if some:
+        yield _cpuset_hit(snapshot, some, whose, caveat, confidence, partial=True)
+
+
+def _cpuset_hit(snapshot: Snapshot, groups: dict[str, list[str]], whose: str, caveat: str,
+                confidence: float, partial: bool) -> Hit:
+    """One finding for every GPU in the same situation; evidence per distinct local CPU list."""
+    gpus = [name for names in groups.values() for name in names]
+    local = "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
+    address = {gpu_name(g): g.pci_address or "?" for g in snapshot.gpus}
+    evidence = (Evidence("procfs", "/proc/self/status Cpus_allowed_list", snapshot.process_cpuset or ""),)
+    evidence += tuple(sysfs_evidence(address[names[0]], "local_cpulist", text)
+                      for text, names in groups.items())
+    if partial:
+        message = (f"{whose} may only run on CPUs {snapshot.process_cpuset}, which leaves out some of the "
+                   f"local CPUs of {len(gpus)} GPU(s) ({local}): NCCL binds each rank to the allowed part of "
+                   f"its GPU's local CPUs, so proxy and data threads share fewer cores; {caveat}")
+        return Hit(shortlist(gpus, 8), message, evidence, severity=Severity.INFO, confidence=confidence)
+    message = (f"{whose} may only run on CPUs {snapshot.process_cpuset}, none of which are local to "
+               f"{len(gpus)} GPU(s) ({local}): a job confined like this gets NCCL's 'Affinity for GPU N is "
+               f"empty' and proxy threads on the far socket; {caveat}")
+    return Hit(shortlist(gpus, 8), message, evidence, confidence=confidence)
 
 
 INSIDE_JOB = "inside the job's cgroup or container (srun, docker exec, kubectl exec) to check the job's own"
