@@ -98,8 +98,8 @@ def _topology(snapshot):
 
 def _compare(path: str, snapshot, topology):
     """The nccl-tests run, where it came from, and how it compares with the bandwidth model."""
+    from topodoc.facts import nccl_tests_input
     from topodoc.parsers.nccl_tests import NcclTestsParseError
-    from topodoc.rules.bandwidth import nccl_tests_input
 
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import EnvSetting, LogAnalysis
 from topodoc.model import Snapshot
-from topodoc.rules.common import log_line, path_evidence, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity
+from topodoc.rules.common import log_line, path_evidence, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
 from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
 from topodoc.topology import Topology, nccl_policy, rails
 from topodoc.topology.rails import RailPair, rail_names, rail_pairs
@@ -25,7 +25,7 @@ def acs_text(value: int) -> str:
     )
 
 
-@snapshot_rule(
+@rule(
     "gdr-prereq-missing", "error", ("gdr", "rdma", "kernel"),
     title="GPUDirect RDMA prerequisites missing (no peermem, no DMA-BUF)",
     fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use the open GPU "
@@ -56,7 +56,7 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
     )
 
 
-@snapshot_rule(
+@rule(
     "gpu-nic-far", "warning", ("gdr", "rdma", "topology"),
     title="A GPU's nearest RDMA NIC is farther than PXB (GPUDirect RDMA off by default)",
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
@@ -167,7 +167,7 @@ def _bridges_between(snapshot: Snapshot, topology: Topology) -> set[str]:
     return {bridge for c in conns for bridge in _between(snapshot, address[c.a], address[c.b])}
 
 
-@snapshot_rule(
+@rule(
     "acs-on-p2p-path", "error", ("pcie", "acs", "gdr", "p2p"),
     title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
     fix="disable ACS in the BIOS, or at runtime `sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000` on each "
@@ -221,7 +221,7 @@ def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hi
     )
 
 
-@snapshot_rule(
+@rule(
     "iommu-translated", "warning", ("iommu", "kernel", "gdr", "p2p"),
     title="IOMMU in translation mode on bare metal",
     fix="boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt), or disable the IOMMU",

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
 from topodoc.parsers.nccl_log_errors import completion_status
-from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.common import kept_lines, log_line, shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text
 from topodoc.rules.machine import gpu_name, gpu_nic, nvlinked, port_active, rdma_nics, verbs_ports
 from topodoc.rules.nccl import RDMA_TRANSPORTS
@@ -51,7 +51,7 @@ def _nic_names(logs: LogAnalysis, host: str | None) -> dict[int, str]:
     return names
 
 
-@joined_rule(
+@rule(
     "rail-mismatch", "warning", ("rdma", "topology", "log", "joined"),
     title="NCCL used a NIC that is not the nearest to the GPU",
     fix="let NCCL see the real topology (no NCCL_IB_HCA reordering, NCCL_CROSS_NIC=0/2, a correct "
@@ -104,7 +104,7 @@ def _verb(conn: Connection) -> str:
     return {"send": "sends", "receive": "receives"}.get(conn.direction or "", "sends or receives")
 
 
-@joined_rule(
+@rule(
     "p2p-over-pcie-despite-nvlink", "warning", ("nvlink", "p2p", "log", "joined"),
     title="Intra-node traffic between NVLink-connected GPUs went through SHM or the network",
     fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and check that the job sees all GPUs of the NVLink domain "
@@ -132,7 +132,7 @@ def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, topology: Topology, logs: L
             return
 
 
-@joined_rule(
+@rule(
     "socket-despite-active-ib", "error", ("rdma", "network", "log", "joined"),
     title="NCCL used sockets while the machine has ACTIVE RDMA ports",
     fix="check why NCCL skipped the HCAs: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA filters, a missing "
@@ -152,7 +152,7 @@ def socket_despite_active_ib(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[
         )
 
 
-@joined_rule(
+@rule(
     "gdr-unused-but-possible", "warning", ("gdr", "rdma", "log", "joined"),
     title="GPUDirect RDMA unused although the hardware and kernel allow it",
     fix="look for NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ overrides or a plugin without GDR support; check "
@@ -204,7 +204,7 @@ def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
 
 
 
-@joined_rule(
+@rule(
     "ib-local-protection-cause", "error", ("gdr", "rdma", "pcie", "log", "joined"),
     title="IB local protection errors in the log, explained by this machine",
     fix="remove the cause named in the finding (ACS redirect, IOMMU translation, missing peer memory), "

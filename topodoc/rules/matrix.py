@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Snapshot
-from topodoc.rules.common import shortlist, snapshot_rule
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.common import shortlist
+from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.topology import Topology, compare, to_matrix
 
 
-@snapshot_rule(
+@rule(
     "smi-matrix-disagrees", "warning", ("topology", "nvidia-smi"),
     title="The recorded nvidia-smi topo -m disagrees with the topology derived from sysfs and NVML",
     fix="compare `nvidia-smi topo -m` with `topodoc topo --from ...`: a cell that differs is a device or "

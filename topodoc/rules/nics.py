@@ -6,8 +6,7 @@ from collections.abc import Iterator
 
 from topodoc import pciaddr
 from topodoc.model import Nic, NicPort, Snapshot
-from topodoc.rules.common import snapshot_rule
-from topodoc.rules.engine import Evidence, Hit, Severity
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
 from topodoc.rules.machine import port_active, rdma_nics, verbs_ports
 from topodoc.topology import Topology
 from topodoc.topology.rails import rail_nics, rail_pairs
@@ -21,7 +20,7 @@ def _port_subject(nic: Nic, port: NicPort) -> str:
     return f"{nic.name} port {port.port}"
 
 
-@snapshot_rule(
+@rule(
     "rails-shared", "info", ("rdma", "topology"),
     title="Fewer RDMA NICs than GPUs: rails are shared",
     fix="for full per-GPU network bandwidth use one NIC (rail) per GPU; otherwise size "
@@ -53,7 +52,7 @@ def _per_rail(gpus: int, nics: int) -> str:
     return f"some rails serve {most} GPUs, others {rest}"
 
 
-@snapshot_rule(
+@rule(
     "ib-port-down", "error", ("rdma", "ib", "hardware"),
     title="RDMA port not ACTIVE",
     fix="check the cable and switch port (`ibstat`, `ibstatus`), the subnet manager for IB, and "
@@ -121,7 +120,7 @@ def _spare_port(nic: Nic, port: NicPort, live: Nic, live_port: NicPort) -> Hit:
     )
 
 
-@snapshot_rule(
+@rule(
     "ib-rate-below-peers", "warning", ("rdma", "ib", "hardware"),
     title="RDMA port running slower than its identical peers",
     fix="check the cable/transceiver and the switch port's configured speed; `ibstat` shows the "
@@ -144,7 +143,7 @@ def ib_rate_below_peers(snapshot: Snapshot) -> Iterator[Hit]:
                 )
 
 
-@snapshot_rule(
+@rule(
     "roce-no-v2-gid", "warning", ("rdma", "roce"),
     title="RoCE port without a RoCEv2 GID",
     fix="give the port's netdev an IP address (RoCEv2 GIDs are derived from it); check with `show_gids`",

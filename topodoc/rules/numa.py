@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Snapshot
-from topodoc.rules.common import shortlist, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit, Severity
+from topodoc.rules.common import shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
 from topodoc.rules.machine import (
     gpu_device,
     gpu_label,
@@ -19,7 +19,7 @@ from topodoc.topology import Topology, rails
 from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 
 
-@snapshot_rule(
+@rule(
     "gpu-nic-numa-mismatch", "warning", ("numa", "rdma", "topology"),
     title="GPU and its NIC on different NUMA nodes",
     fix="move the NIC to a slot on the GPU's socket, or pin the rank's NIC with NCCL_IB_HCA to one "
@@ -77,7 +77,7 @@ def _nodes(snapshot: Snapshot, pair: RailPair) -> tuple[int, int] | None:
     return gpu_node, nic_node
 
 
-@snapshot_rule(
+@rule(
     "numa-node-unknown", "warning", ("numa", "firmware"),
     title="GPU or NIC with numa_node = -1 on a multi-socket machine",
     fix='enable NUMA/ACPI SRAT ("NUMA per socket") in the BIOS; in a VM, ask for a NUMA-aware instance or '
@@ -98,7 +98,7 @@ def numa_node_unknown(snapshot: Snapshot) -> Iterator[Hit]:
         )
 
 
-@snapshot_rule(
+@rule(
     "cpuset-excludes-gpu-cpus", "warning", ("numa", "affinity", "container"),
     title="The process cpuset excludes a GPU's local CPUs",
     fix="give the job CPUs on each GPU's socket (Slurm --cpu-bind / cgroup cpuset, docker --cpuset-cpus)",

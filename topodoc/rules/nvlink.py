@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from topodoc.bandwidth import links
 from topodoc.model import Gpu, Snapshot
-from topodoc.rules.common import shortlist, snapshot_rule
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.common import shortlist
+from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.rules.machine import gpu_label, pair_names
 from topodoc.topology import Topology
 
@@ -22,7 +22,7 @@ def _active(gpu: Gpu) -> int:
     return sum(1 for link in gpu.nvlinks if link.active)
 
 
-@snapshot_rule(
+@rule(
     "nvlink-link-down", "error", ("nvlink", "hardware"),
     title="NVLink link inactive, or fewer active links than the GPU's peers",
     fix="check `nvidia-smi nvlink -s` and the Fabric Manager log; reset the GPU, then reseat or "
@@ -80,7 +80,7 @@ def _on_switch(topology: Topology) -> set[int]:
     return {g.index for g in topology.gpus if g.nvswitch_links}
 
 
-@snapshot_rule(
+@rule(
     "nvlink-bridge-pairs-only", "info", ("nvlink", "topology"),
     title="NVLink joins GPUs only in bridged pairs",
     fix="keep tensor-parallel groups inside one bridged pair (TP=2); use pipeline or data "
@@ -136,7 +136,7 @@ def _version_evidence(snapshot: Snapshot, index: int) -> tuple[Evidence, ...]:
     return (Evidence("nvml", f"nvmlDeviceGetNvLinkVersion({index}, {link.link})", str(link.version)),)
 
 
-@snapshot_rule(
+@rule(
     "nvswitch-fabric-incomplete", "error", ("nvlink", "nvswitch", "hardware"),
     title="NVSwitch machine whose NVLink fabric is incomplete",
     fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Gpu, PciDevice, Snapshot
-from topodoc.rules.common import path_evidence, shortlist, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit, Severity
+from topodoc.rules.common import path_evidence, shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
 from topodoc.rules.machine import gpu_label, pair_names, rdma_nics
 from topodoc.topology import Topology, pcitree
 from topodoc.topology.rates import pcie_gbps
@@ -41,7 +41,7 @@ def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
     return Evidence("nvml", f"{call}({gpu.index})", str(value))
 
 
-@snapshot_rule(
+@rule(
     "pcie-width-reduced", "error", ("pcie", "hardware"),
     title="PCIe link trained to fewer lanes than the device supports",
     fix="reseat the card or riser, check the slot's lane wiring and BIOS bifurcation, then reboot",
@@ -106,7 +106,7 @@ def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
             )
 
 
-@snapshot_rule(
+@rule(
     "pcie-speed-reduced", "warning", ("pcie", "hardware"),
     title="PCIe link speed capped below the device's generation",
     fix="check BIOS PCIe generation settings, the riser/retimer and the slot; reseat and reboot",
@@ -250,7 +250,7 @@ def _gpu_names(topology: Topology) -> set[str]:
     return {g.name for g in topology.gpus}
 
 
-@snapshot_rule(
+@rule(
     "gpu-p2p-via-cpu", "warning", ("pcie", "p2p", "topology"),
     title="GPU pairs whose P2P path goes through the CPU or across sockets",
     fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
@@ -280,7 +280,7 @@ def gpu_p2p_via_cpu(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
 BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}
 
 
-@snapshot_rule(
+@rule(
     "gpu-p2p-unsupported", "warning", ("pcie", "p2p"),
     title="PCIe peer-to-peer between GPUs is not supported",
     fix="enable P2P/ACS-free routing in the BIOS; in a VM ask for a P2P-capable instance shape",
@@ -299,7 +299,7 @@ def gpu_p2p_unsupported(snapshot: Snapshot) -> Iterator[Hit]:
         )
 
 
-@snapshot_rule(
+@rule(
     "pcie-aer-errors", "error", ("pcie", "hardware", "errors"),
     title="PCIe Advanced Error Reporting counters show link errors",
     fix="reseat the device and its riser/cable; if counters keep growing, replace the riser or the card",
@@ -336,7 +336,7 @@ def _aer_evidence(dev: PciDevice) -> tuple[Evidence, ...]:
     )
 
 
-@snapshot_rule(
+@rule(
     "gpu-lost", "critical", ("gpu", "hardware"),
     title="A GPU has fallen off the bus",
     fix="drain the node, collect nvidia-bug-report.sh, then reset the GPU or reboot; replace if it recurs",
