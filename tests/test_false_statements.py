@@ -1,6 +1,6 @@
 """issue 11: every statement topodoc made that was false, each pinned by a test that failed before.
 
-Hardware cases are the rule fixtures (fixtures/rules/, built by fixtures/rules/build.py) and the bundled
+Hardware cases are the rule fixtures (fixtures/rules/, built by tools/fixtures/rules/build.py) and the bundled
 host recordings; text cases go through the real CLI.
 """
 

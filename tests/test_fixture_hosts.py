@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
-sys.path.insert(0, str(HOSTS))
+TOOLS = HOSTS.parent.parent / "tools" / "fixtures" / "hosts"  # build.py, regen.py, builder/
+sys.path.insert(0, str(TOOLS))
 
 from builder.machine import load  # noqa: E402
 
@@ -221,12 +222,12 @@ def test_regen_check_passes_on_a_current_host_and_flags_a_stale_golden(tmp_path)
 
 def test_regen_cli_check_on_one_host():
     run = subprocess.run(
-        [sys.executable, str(HOSTS / "regen.py"), "--check", "gb200-nvl72-tray"],
+        [sys.executable, str(TOOLS / "regen.py"), "--check", "gb200-nvl72-tray"],
         capture_output=True, text=True, check=False,
     )
     assert (run.returncode, run.stdout) == (0, "every golden is up to date\n"), run.stderr
     bad = subprocess.run(
-        [sys.executable, str(HOSTS / "regen.py"), "--check", "no-such-host"], capture_output=True, text=True
+        [sys.executable, str(TOOLS / "regen.py"), "--check", "no-such-host"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "no host named no-such-host" in bad.stderr
 

@@ -43,6 +43,6 @@ def example_readme(name: str) -> str | None:
 
 
 def example_kind(name: str) -> str:
-    """``synthetic`` (built by fixtures/hosts/build.py from a declarative machine.json, to published
+    """``synthetic`` (built by tools/fixtures/hosts/build.py from a declarative machine.json, to published
     specs) or ``real`` (recorded by ``topodoc record`` on a machine)."""
     return "synthetic" if (example_path(name).parent / "machine.json").is_file() else "real"
