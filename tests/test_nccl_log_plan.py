@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from nccl_log_golden import cases
 
 from topodoc.codec import to_data
-from topodoc.parsers import nccl_log_plan, nccl_log_scan
 from topodoc.parsers.nccl_log import analyze
-from topodoc.parsers.nccl_log_plan import INFO, plan
+from topodoc.parsers.nccl_log import plan as nccl_log_plan
+from topodoc.parsers.nccl_log import scan as nccl_log_scan
+from topodoc.parsers.nccl_log.plan import INFO, plan
 from topodoc.report.logs import BIG_TABLE, to_json
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -92,8 +93,8 @@ def test_a_stale_or_missing_plan_is_made_again(lines, chunk):
 
 
 def _plain(data: bytes, plans, chunk: int | None = None):
-    from topodoc.parsers.nccl_log_state import LogState
-    from topodoc.parsers.nccl_log_summary import build
+    from topodoc.parsers.nccl_log.state import LogState
+    from topodoc.parsers.nccl_log.summary import build
 
     saved = nccl_log_scan.CHUNK_BYTES
     nccl_log_scan.CHUNK_BYTES = chunk or saved

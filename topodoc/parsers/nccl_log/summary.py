@@ -26,17 +26,17 @@ from topodoc.logmodel import (
     LogSummary,
     RankInfo,
 )
-from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers import nccl_log_plugins as plugin_lines
-from topodoc.parsers.nccl_log_derive import (
+from topodoc.parsers.nccl_log import errors
+from topodoc.parsers.nccl_log import plugins as plugin_lines
+from topodoc.parsers.nccl_log.derive import (
     connections,
     decide_gdr,
     decide_transport,
     env_settings,
     intra_node,
 )
-from topodoc.parsers.nccl_log_facts import bus_id
-from topodoc.parsers.nccl_log_state import LogState
+from topodoc.parsers.nccl_log.facts import bus_id
+from topodoc.parsers.nccl_log.state import LogState
 
 
 def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:

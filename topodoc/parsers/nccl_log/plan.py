@@ -4,7 +4,7 @@ Most of a big ``NCCL_DEBUG=INFO`` log is ring/tree lines and ``Channel ... via .
 every rank for every communicator. :func:`plan` sorts a block's records (the pieces of
 ``block.split(b" NCCL INFO ")``) into three kinds: lines with nothing to learn (skipped), connection lines
 alone on their line (counted under their key, with the index of the first one), and the rest (listed for
-:class:`~topodoc.parsers.nccl_log_scan.Scanner` to read). A plan depends on the block's bytes only, so for
+:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). A plan depends on the block's bytes only, so for
 a large regular file a second process can make the plans while this one reads (:func:`worker_plans`):
 the two cores of a small machine then share the work, and the result is the same as in one process.
 """
@@ -16,12 +16,13 @@ import sys
 from collections.abc import Generator, Iterator
 from typing import BinaryIO, NamedTuple
 
+from topodoc.parsers.nccl_log import channel
+
 PARALLEL_BYTES = 64 << 20  # smaller files are read in one process: starting a second costs ~20 ms
 INFO = b" NCCL INFO "
 NL = b"\n"
 # first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
 _HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
-CONN_WORDS = (b"Channel", b"Ring")
 # what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
 # ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
 # an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
@@ -45,7 +46,7 @@ def plan(pieces: list[bytes], old: bool) -> Plan:
     read: list[int] = []
     hits: dict[int, bool] = {}
     counted: dict[tuple[bytes, bytes], list[int]] = {}
-    prefixes: dict[bytes, bytes] = {}  # line start in front of a connection line -> conn_prefix()
+    prefixes: dict[bytes, bytes] = {}  # line start in front of a connection line -> channel.place()
     partial = False  # the record before ended without a newline: this one continues its line
     for i in range(1, len(pieces)):
         piece = pieces[i]
@@ -55,12 +56,12 @@ def plan(pieces: list[bytes], old: bool) -> Plan:
         nl = piece.find(NL)
         more = nl >= 0 and piece.find(NL, nl + 1) >= 0  # other lines follow the record's own
         alone = nl > 0 and not (more or partial)  # the only record of its line, and a record follows
-        if alone and piece.startswith(CONN_WORDS) and piece.find(b" via ", 0, nl) > 0:
+        if alone and piece.startswith(channel.WORDS) and piece.find(channel.VIA, 0, nl) > 0:
             prev = pieces[i - 1]
             tail = prev[prev.rfind(NL) + 1 :]
             front = prefixes.get(tail)
             if front is None:
-                front = prefixes[tail] = conn_prefix(tail)
+                front = prefixes[tail] = channel.place(tail)
             key = (front, piece[piece.find(b" : ", 0, nl) + 3 : nl])
             entry = counted.get(key)
             if entry is None:
@@ -81,12 +82,6 @@ def has_keyword(data: bytes, start: int, needles: tuple[bytes, ...]) -> bool:
     """One of ``needles`` is in the whole lines of ``data`` from ``start`` on."""
     end = data.rfind(NL) + 1
     return any(data.find(k, start, end) >= 0 for k in needles)
-
-
-def conn_prefix(tail: bytes) -> bytes:
-    """The part of a line in front of `` NCCL INFO `` that keys a connection: its last two words."""
-    end = tail.rfind(b" ")
-    return tail[tail.rfind(b" ", 0, end) + 1 :]
 
 
 def read_blocks(stream: BinaryIO, chunk: int) -> Iterator[tuple[bytes, int]]:

@@ -1,7 +1,7 @@
 """The line grammar: one small handler per NCCL message family, dispatched on the message's first word.
 
-Each handler reads one :class:`~topodoc.parsers.nccl_log_prefix.Record` and adds what it proves to a
-:class:`~topodoc.parsers.nccl_log_state.LogState`. Formats and their version history: REFERENCE.md §1.2
+Each handler reads one :class:`~topodoc.parsers.nccl_log.prefix.Record` and adds what it proves to a
+:class:`~topodoc.parsers.nccl_log.state.LogState`. Formats and their version history: REFERENCE.md §1.2
 (version), §1.4-§1.9 (network selection, NET/IB, Socket, plugins, OFI, GCP), §1.11-§1.13 (NVLS, GDR, Init),
 §2 (environment echo).
 """
@@ -12,10 +12,9 @@ import re
 
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
-from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers import nccl_log_plugins as plugins
-from topodoc.parsers.nccl_log_prefix import Record
-from topodoc.parsers.nccl_log_state import LogState, RankEntry
+from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log.prefix import Record
+from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -236,10 +235,9 @@ def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _connection(state: LogState, rec: Record, ev: Evidence) -> None:
-    at = rec.msg.find(" : ")
-    if " via " in rec.msg and at > 0:
-        who = f"{rec.host or ''}:{rec.pid if rec.pid is not None else ''}:0 [{rec.dev}]".encode()
-        entry = state.conn_raw.setdefault((who, rec.msg[at + 3 :].encode()), [0, ev])
+    key = channel.key_of(rec.host, rec.dev, rec.msg)
+    if key is not None:
+        entry = state.conn_raw.setdefault(key, [0, ev])
         entry[0] += 1
 
 

@@ -3,7 +3,7 @@
 Speed comes from doing the per-line work in C: each block (``CHUNK_BYTES``, small enough to stay in the CPU
 cache) is split on the literal `` NCCL INFO ``, so Python sees one piece per INFO record, and the lines
 between records are searched in bulk for a few keywords (``bytes.find``) and looked at individually only
-where one hits. A :class:`~topodoc.parsers.nccl_log_plan.Plan` says which records need reading: ring/tree
+where one hits. A :class:`~topodoc.parsers.nccl_log.plan.Plan` says which records need reading: ring/tree
 lines are skipped and connection lines (``Channel ... via ...``, the bulk of a big log) only counted under
 a key; for a large file a second process makes the plans while this one reads. The records left go to the
 grammar with their prefix parsed once per distinct prefix (a bounded cache). Memory is bounded by the job's
@@ -17,17 +17,18 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from topodoc.logmodel import Evidence, InputStats
-from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers import nccl_log_facts as facts
-from topodoc.parsers import nccl_log_prefix as prefix
-from topodoc.parsers.nccl_log_plan import CONN_WORDS as _CONN_WORDS
-from topodoc.parsers.nccl_log_plan import KEYWORDS as _KEYWORDS
-from topodoc.parsers.nccl_log_plan import OLD_KEYWORDS as _OLD_KEYWORDS
-from topodoc.parsers.nccl_log_plan import Plan, conn_prefix, plan, read_blocks
-from topodoc.parsers.nccl_log_state import LogState
+from topodoc.parsers.nccl_log import channel, errors, facts, prefix
+from topodoc.parsers.nccl_log.plan import KEYWORDS as _KEYWORDS
+from topodoc.parsers.nccl_log.plan import OLD_KEYWORDS as _OLD_KEYWORDS
+from topodoc.parsers.nccl_log.plan import Plan, plan, read_blocks
+from topodoc.parsers.nccl_log.state import LogState
 
 CHUNK_BYTES = 1 << 18
 CACHE_LIMIT = 16384
+# the longest line the grammar sees: NCCL's own lines are far shorter (a 16-HCA device list is ~500
+# characters); a longer line is read as its first and last LINE_LIMIT // 2 characters and counted in
+# InputStats.long_lines, so no pattern ever walks an unbounded line and nothing is dropped silently
+LINE_LIMIT = 4096  # also keeps every number below int()'s 4300-digit limit
 _INFO = b" NCCL INFO "
 _NL = b"\n"
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
@@ -37,17 +38,20 @@ _WANTED_START = (
     b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity", b"TUNER/", b"PROFILER/",
     b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB",
 )
-_WANTED_ANYWHERE = re.compile(rb"^\S+:\d+ -> \d|Affinity for GPU|[Tt]imed out|Connection closed")
-_TESTS_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)")
+_WANTED_ANYWHERE = re.compile(
+    rb"^[^\s:]{1,255}:\d{1,9} -> \d|Affinity for GPU|[Tt]imed out|Connection closed"
+)
+_TESTS_RANK = re.compile(
+    r"#\s{1,64}Rank\s{1,64}(\d{1,9})\s{1,64}(?:Group\s{1,64}\d{1,9}\s{1,64})?Pid\s{1,64}(\d{1,12})\s{1,64}on\s{1,64}"
+    r"(\S{1,255})\s{1,64}device\s{1,64}(\d{1,6})"
+)
 _APP_ERROR = re.compile(
     r"Watchdog caught|NCCL error in|DistBackendError|nccl\w*Error:|Cuda failure|CUDA error:|NCCL WARN"
 )
 _LAST_ERROR = "Last error:"
 _FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code
 _INTERPRETATION = re.compile(r"^\s*nccl\w*Error: ")
-_CONTINUATIONS = ("via", "NET/", "P2P/", "SHM", "COLLNET/", "[send]", "[receive]", "direct", "/")
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()]+):\d+:\d+ \[\d+\] ")
-_INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : \d+(?:\[\w+\])? ->(?!.* via \S)")
+_PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}:\d{1,20} \[\d{1,6}\] ")
 
 
 class Scanner:
@@ -55,7 +59,7 @@ class Scanner:
 
     def __init__(self, state: LogState, name: str) -> None:
         self.state, self.name = state, name
-        self.lines = self.nccl = self.size = 0
+        self.lines = self.nccl = self.size = self.long_lines = 0
         self.seen_info = False  # a " NCCL INFO " record was seen: NCCL 2.1's "[0] INFO" form is off
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
@@ -64,14 +68,14 @@ class Scanner:
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
 
     def run(self, stream: BinaryIO, plans: Iterator[Plan | None] | None = None) -> InputStats:
-        """Read ``stream``; ``plans`` (from :func:`~topodoc.parsers.nccl_log_plan.worker_plans`) are the
+        """Read ``stream``; ``plans`` (from :func:`~topodoc.parsers.nccl_log.plan.worker_plans`) are the
         same stream's block plans made elsewhere; a missing or mismatched one is made here."""
         for block, read in read_blocks(stream, CHUNK_BYTES):
             self.size += read
             if block:
                 self._block(block, next(plans, None) if plans is not None else None)
         self._flush_pending()
-        return InputStats(self.name, self.lines, self.nccl, self.size)
+        return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
     def _block(self, block: bytes, made: Plan | None) -> None:
         pieces = block.split(_INFO)
@@ -127,8 +131,8 @@ class Scanner:
         if partial is not None:
             raw = _tail(pieces[partial - 1]) + _INFO + _INFO.join(pieces[partial:i]) + _INFO + msg
             self._general(counter.number(partial), raw)
-        elif msg.startswith(_CONN_WORDS) and b" via " in msg:  # one followed by other lines
-            key = (conn_prefix(tail), msg[msg.find(b" : ") + 3 :])
+        elif channel.is_connection(msg):  # one followed by other lines
+            key = channel.key(tail, msg)
             conns = self.state.conn_raw
             entry = conns.get(key)
             if entry is None:
@@ -145,7 +149,7 @@ class Scanner:
         """Record ``i`` of the block (its line number is counted only when it is needed)."""
         if not msg.startswith(_GRAPH_WORDS):
             self._info(counter, i, tail, msg)
-        elif msg.startswith(_CONN_WORDS) and msg.count(b"->") == 1:
+        elif msg.startswith(channel.WORDS) and msg.count(b"->") == 1:
             self._general(counter.number(i), tail + _INFO + msg)  # a connection line cut before "via"
 
     def _info(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
@@ -165,7 +169,7 @@ class Scanner:
                 self.whos.clear()
             who = self.whos[tail] = prefix.who(_text(tail))
         number = counter.number(i)
-        if who is None or b"\x1b" in msg or b" | " in msg:
+        if who is None or b"\x1b" in msg or b" | " in msg or len(msg) + len(tail) > LINE_LIMIT:
             self._general(number, tail + _INFO + msg)
             return
         rec = prefix.Record(who.host, who.pid, who.dev, "INFO", _text(msg), "", who.launcher_ip)
@@ -183,6 +187,8 @@ class Scanner:
                 self._general(number, raw)
 
     def _general(self, number: int, raw: bytes) -> None:
+        if len(raw) > LINE_LIMIT:
+            self.long_lines += 1
         original = _text(raw)
         text = prefix.clean(original)
         if self.pending and self._join(text):
@@ -195,7 +201,7 @@ class Scanner:
         rec = prefix.split(text)
         if rec is None:
             self._other(number, text)
-        elif _INCOMPLETE.match(rec.msg):
+        elif channel.INCOMPLETE.match(rec.msg):
             self.pending = (number, text, original)
         else:
             if " NCCL INFO " not in text:
@@ -204,7 +210,7 @@ class Scanner:
 
     def _join(self, text: str) -> bool:
         number, head, original = self.pending
-        if prefix.split(text) is not None or not text.lstrip().startswith(_CONTINUATIONS):
+        if prefix.split(text) is not None or not text.lstrip().startswith(channel.CONTINUATIONS):
             return False
         self.pending = None
         joined = head + text if " via " in head + text else head + " " + text
@@ -290,4 +296,8 @@ def _host_start(text: str, match: re.Match, procs) -> int:
 
 
 def _text(raw: bytes) -> str:
+    """A line as text for the grammar and for evidence; an over-long one keeps only its two ends."""
+    if len(raw) > LINE_LIMIT:
+        half = LINE_LIMIT // 2
+        raw = raw[:half] + " … ".encode() + raw[-half:]
     return raw.decode("utf-8", "replace").rstrip("\r\n")

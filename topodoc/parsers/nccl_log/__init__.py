@@ -7,12 +7,12 @@ Public API:
 - ``analyze_text(text, name="<text>") -> LogAnalysis`` for tests.
 - :class:`NoNcclLinesError` when no input holds a single NCCL line.
 
-The reader (:mod:`nccl_log_scan`) streams binary blocks and does the per-line work in C; lines are
+The reader (:mod:`.scan`) streams binary blocks and does the per-line work in C; lines are
 decoded as UTF-8 with ``errors="replace"``. For a large regular file a second process sorts each block's
-records (:mod:`nccl_log_plan`) while this one reads them; the result is the same as in one process.
-The grammar is :mod:`nccl_log_prefix` (prefixes and launcher decorations), :mod:`nccl_log_facts`
-(messages), :mod:`nccl_log_errors` (the error catalogue); the result is frozen by :mod:`nccl_log_summary`
-and :mod:`nccl_log_derive`. Output schema: :mod:`topodoc.logmodel`.
+records (:mod:`.plan`) while this one reads them; the result is the same as in one process.
+The grammar is :mod:`.prefix` (prefixes and launcher decorations), :mod:`.facts`
+(messages), :mod:`.errors` (the error catalogue); the result is frozen by :mod:`.summary`
+and :mod:`.derive`. Output schema: :mod:`topodoc.logmodel`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
-from topodoc.parsers import nccl_log_scan
-from topodoc.parsers.nccl_log_plan import worker_plans
-from topodoc.parsers.nccl_log_scan import Scanner
-from topodoc.parsers.nccl_log_state import LogState
-from topodoc.parsers.nccl_log_summary import build
+from topodoc.parsers.nccl_log import scan as nccl_log_scan
+from topodoc.parsers.nccl_log.plan import worker_plans
+from topodoc.parsers.nccl_log.scan import Scanner
+from topodoc.parsers.nccl_log.state import LogState
+from topodoc.parsers.nccl_log.summary import build
 
 Input = str | tuple[str, BinaryIO]
 

@@ -1,4 +1,4 @@
-"""The mutable accumulator the log scanner fills, line by line; :mod:`nccl_log_summary` freezes it.
+"""The mutable accumulator the log scanner fills, line by line; :mod:`.summary` freezes it.
 
 Everything is keyed so that memory depends on the job's size (processes, ranks, peers, devices), not on
 the log's: repeated lines only bump counters and keep the first line as evidence.
