@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,6 @@ from nccl_log_golden import cases
 
 from topodoc.codec import to_data
 from topodoc.parsers.nccl_log import analyze
-from topodoc.parsers.nccl_log import plan as nccl_log_plan
 from topodoc.parsers.nccl_log import scan as nccl_log_scan
 from topodoc.parsers.nccl_log.plan import INFO, plan
 from topodoc.report.logs import BIG_TABLE, to_json
@@ -62,37 +62,31 @@ def test_a_line_holding_two_records_is_read_not_counted():
     assert made.read == [1, 2] and [n for n, _i in made.counted.values()] == [1]
 
 
-def test_worker_plans_give_the_same_analysis(monkeypatch, tmp_path):
-    data = _bench_log(2, 3) + b"".join(log.read_bytes() for log in cases()[:12])
+def test_the_fast_path_gives_the_analysis_of_the_full_grammar(monkeypatch, tmp_path):
+    """Connection, collective and graph lines folded in C give what reading every record gives; block
+    sizes do not matter either."""
+    coll = b"h-0:7:9 [0] NCCL INFO AllReduce: opCount 3f sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0\n"
+    data = _bench_log(2, 3) + coll * 5 + b"".join(log.read_bytes() for log in cases()[:12])
     path = tmp_path / "job.log"
     path.write_bytes(data)
+    fast = to_data(analyze([str(path)]))
+    monkeypatch.setattr(nccl_log_scan, "_FAST_CONN", re.compile(b"(?!)()()()"))
+    monkeypatch.setattr(nccl_log_scan, "_SKIP", re.compile(b"(?!)"))
     monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 4093)
-    alone = to_data(analyze([str(path)]))
-    monkeypatch.setattr(nccl_log_plan, "PARALLEL_BYTES", 0)
-    assert nccl_log_plan.worker_plans(str(path), 4093) is not None
-    together = to_data(analyze([str(path)]))
-    assert together == alone
-    assert together["inputs"][0]["lines"] == data.count(b"\n")
-    assert together["connections"] and together["errors"]
-
-
-def test_small_files_and_missing_ones_are_read_in_one_process(tmp_path):
-    small = tmp_path / "a.log"
-    small.write_bytes(b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
-    assert nccl_log_plan.worker_plans(str(small), 1 << 18) is None
-    assert nccl_log_plan.worker_plans(str(tmp_path / "missing.log"), 1 << 18) is None
+    slow = to_data(analyze([str(path)]))
+    assert fast == slow
+    assert fast["inputs"][0]["lines"] == data.count(b"\n")
+    assert fast["connections"] and fast["errors"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(FIXTURE_LINES), min_size=1, max_size=40), st.integers(1, 300))
-def test_a_stale_or_missing_plan_is_made_again(lines, chunk):
+def test_any_block_size_gives_the_same_analysis(lines, chunk):
     data = b"\n".join(lines) + b"\n"
-    whole = _plain(data, None)
-    wrong = nccl_log_plan.Plan((0, 0), [], {}, False, False, {})  # made for another block: ignored
-    assert _plain(data, iter([wrong] * 10_000), chunk) == whole
+    assert _plain(data, chunk) == _plain(data)
 
 
-def _plain(data: bytes, plans, chunk: int | None = None):
+def _plain(data: bytes, chunk: int | None = None):
     from topodoc.parsers.nccl_log.state import LogState
     from topodoc.parsers.nccl_log.summary import build
 
@@ -100,7 +94,7 @@ def _plain(data: bytes, plans, chunk: int | None = None):
     nccl_log_scan.CHUNK_BYTES = chunk or saved
     try:
         state = LogState()
-        stats = nccl_log_scan.Scanner(state, "h.log").run(io.BytesIO(data), plans)
+        stats = nccl_log_scan.Scanner(state, "h.log").run(io.BytesIO(data))
     finally:
         nccl_log_scan.CHUNK_BYTES = saved
     return build(state, (stats,)) if stats.nccl_lines else None

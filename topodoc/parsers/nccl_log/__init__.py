@@ -7,9 +7,9 @@ Public API:
 - ``analyze_text(text, name="<text>") -> LogAnalysis`` for tests.
 - :class:`NoNcclLinesError` when no input holds a single NCCL line.
 
-The reader (:mod:`.scan`) streams binary blocks and does the per-line work in C; lines are
-decoded as UTF-8 with ``errors="replace"``. For a large regular file a second process sorts each block's
-records (:mod:`.plan`) while this one reads them; the result is the same as in one process.
+The reader (:mod:`.scan`) streams blocks of whole lines; a literal-led fast path counts connection lines
+under their keys and drops lines with nothing to learn in C, and what is left is read by the full
+grammar, once per distinct prefix and message; lines are decoded as UTF-8 with ``errors="replace"``.
 The grammar is :mod:`.prefix` (prefixes and launcher decorations), :mod:`.facts`
 (messages), :mod:`.errors` (the error catalogue); the result is frozen by :mod:`.summary`
 and :mod:`.derive`. Output schema: :mod:`topodoc.logmodel`.
@@ -25,8 +25,6 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
-from topodoc.parsers.nccl_log import scan as nccl_log_scan
-from topodoc.parsers.nccl_log.plan import worker_plans
 from topodoc.parsers.nccl_log.scan import Scanner
 from topodoc.parsers.nccl_log.state import LogState
 from topodoc.parsers.nccl_log.summary import build
@@ -42,10 +40,16 @@ class NoNcclLinesError(LogInputError):
     """None of the inputs contains an NCCL line."""
 
 
-def analyze(inputs: Iterable[Input]) -> LogAnalysis:
-    """Stream every input through one :class:`LogState` and freeze the result."""
+def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogAnalysis:
+    """Stream every input through one :class:`LogState` and freeze the result.
+
+    ``extra_literals``: strings that make a line worth the full grammar wherever they appear in it (the
+    failure catalogue's prefilters: a signature whose lines hold none of NCCL's own keywords names its
+    literal here). Connection lines and the records the fast path drops (collective calls, trees, ring
+    orders) are never searched for them."""
     state = LogState()
-    stats = [_scan_input(state, item) for item in inputs]
+    extra = tuple(extra_literals)
+    stats = [_scan_input(state, item, extra) for item in inputs]
     if not any(s.nccl_lines for s in stats):
         names = ", ".join(s.name for s in stats) or "no input"
         raise NoNcclLinesError(f"no NCCL lines found in {names}")
@@ -112,22 +116,15 @@ def analyze_text(text: str, name: str = "<text>") -> LogAnalysis:
     return analyze([(name, io.BytesIO(text.encode("utf-8", "surrogateescape")))])
 
 
-def _scan_input(state: LogState, item: Input) -> InputStats:
+def _scan_input(state: LogState, item: Input, extra: tuple[str, ...] = ()) -> InputStats:
     if isinstance(item, tuple):
-        return Scanner(state, item[0]).run(utf8_stream(item[1]))
+        return Scanner(state, item[0], extra).run(utf8_stream(item[1]))
     if item == "-":
-        return Scanner(state, "<stdin>").run(utf8_stream(sys.stdin.buffer))
+        return Scanner(state, "<stdin>", extra).run(utf8_stream(sys.stdin.buffer))
     opener = gzip.open if item.endswith(".gz") else open
     try:
         with opener(item, "rb") as raw:
-            stream = utf8_stream(raw)
-            plain = stream is raw and not item.endswith(".gz")
-            plans = worker_plans(item, nccl_log_scan.CHUNK_BYTES) if plain else None
-            try:
-                return Scanner(state, item).run(stream, plans)
-            finally:
-                if plans is not None:
-                    plans.close()  # stops the planning process if reading ended early
+            return Scanner(state, item, extra).run(utf8_stream(raw))
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise LogInputError(f"{item}: {reason}") from err

@@ -4,21 +4,19 @@ Most of a big ``NCCL_DEBUG=INFO`` log is ring/tree lines and ``Channel ... via .
 every rank for every communicator. :func:`plan` sorts a block's records (the pieces of
 ``block.split(b" NCCL INFO ")``) into three kinds: lines with nothing to learn (skipped), connection lines
 alone on their line (counted under their key, with the index of the first one), and the rest (listed for
-:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). A plan depends on the block's bytes only, so for
-a large regular file a second process can make the plans while this one reads (:func:`worker_plans`):
-the two cores of a small machine then share the work, and the result is the same as in one process.
+:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). The scanner's fast path
+(:meth:`~topodoc.parsers.nccl_log.scan.Scanner._fold`) has already taken most connection and graph lines out
+of the block in C; the plan sorts what it left (lines holding two records, lines cut short, old formats).
+(A second process that made the plans was measured to give nothing on a busy 2-core machine: removed.)
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 from topodoc.parsers.nccl_log import channel
 
-PARALLEL_BYTES = 64 << 20  # smaller files are read in one process: starting a second costs ~20 ms
 INFO = b" NCCL INFO "
 NL = b"\n"
 # first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
@@ -40,9 +38,11 @@ class Plan(NamedTuple):
     hits: dict[int, bool]  # record to read followed by other lines -> one of them holds one of KEYWORDS
 
 
-def plan(pieces: list[bytes], old: bool) -> Plan:
+def plan(pieces: list[bytes], old: bool, keywords: tuple[bytes, ...] = KEYWORDS,
+         old_keywords: tuple[bytes, ...] = OLD_KEYWORDS) -> Plan:
     """Sort the records ``pieces[1:]`` of one block (``pieces[0]`` is the text before the first one);
-    ``old``: no earlier block held a record."""
+    ``old``: no earlier block held a record; ``keywords``: what makes a line outside the records worth a
+    look (:data:`KEYWORDS` and the scanner's extra literals)."""
     read: list[int] = []
     hits: dict[int, bool] = {}
     counted: dict[tuple[bytes, bytes], list[int]] = {}
@@ -72,8 +72,8 @@ def plan(pieces: list[bytes], old: bool) -> Plan:
         partial = nl < 0
         read.append(i)
         if more:
-            hits[i] = has_keyword(piece, nl + 1, KEYWORDS)
-    first = has_keyword(pieces[0], 0, OLD_KEYWORDS if old else KEYWORDS)
+            hits[i] = has_keyword(piece, nl + 1, keywords)
+    first = has_keyword(pieces[0], 0, old_keywords if old else keywords)
     size = sum(map(len, pieces)) + len(INFO) * (len(pieces) - 1)  # the block's length
     return Plan((size, len(pieces)), read, counted, old, first, hits)
 
@@ -97,53 +97,3 @@ def read_blocks(stream: BinaryIO, chunk: int) -> Iterator[tuple[bytes, int]]:
         yield block[:cut], len(data)  # empty when no line has ended yet
     if carry:
         yield carry + NL, 0
-
-
-def worker_plans(path: str, chunk: int) -> Generator[Plan | None, None, None] | None:
-    """Plans for ``path``'s blocks made by a second process, or None where that would not pay off."""
-    try:
-        if os.path.getsize(path) < PARALLEL_BYTES or (os.cpu_count() or 1) < 2:
-            return None
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork")
-    except (OSError, ValueError):
-        return None
-    sys.stdout.flush()  # the child flushes what it inherits when it exits
-    sys.stderr.flush()
-    receive, send = context.Pipe(duplex=False)
-    worker = context.Process(target=_work, args=(path, chunk, send), daemon=True)
-    worker.start()
-    send.close()
-    return _receive(receive, worker)
-
-
-def _receive(receive, worker) -> Generator[Plan | None, None, None]:
-    try:
-        while True:
-            try:
-                item = receive.recv()
-            except (EOFError, OSError):
-                item = None
-            yield item
-            if item is None:
-                return
-    finally:
-        receive.close()
-        worker.terminate()
-        worker.join()
-
-
-def _work(path: str, chunk: int, send) -> None:
-    try:
-        with open(path, "rb") as stream:
-            old = True
-            for block, _read in read_blocks(stream, chunk):
-                if block:
-                    pieces = block.split(INFO)
-                    send.send(plan(pieces, old))
-                    old = old and len(pieces) == 1
-    except OSError:
-        pass
-    send.send(None)
-    send.close()

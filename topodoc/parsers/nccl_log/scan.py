@@ -1,35 +1,54 @@
 """The streaming reader behind :func:`topodoc.parsers.nccl_log.analyze`: one input, block by block.
 
-Speed comes from doing the per-line work in C: each block (``CHUNK_BYTES``, small enough to stay in the CPU
-cache) is split on the literal `` NCCL INFO ``, so Python sees one piece per INFO record, and the lines
-between records are searched in bulk for a few keywords (``bytes.find``) and looked at individually only
-where one hits. A :class:`~topodoc.parsers.nccl_log.plan.Plan` says which records need reading: ring/tree
-lines are skipped and connection lines (``Channel ... via ...``, the bulk of a big log) only counted under
-a key; for a large file a second process makes the plans while this one reads. The records left go to the
-grammar with their prefix parsed once per distinct prefix (a bounded cache). Memory is bounded by the job's
-size, never by the log's.
+Speed comes from never making a Python object of a line that proves nothing. Each block (``CHUNK_BYTES``
+of whole lines) goes through a fast path first (:meth:`Scanner._fold`): two literal-led patterns find the
+connection lines (counted under their :mod:`.channel` key: the channel number left out, so hundreds of
+thousands of lines fold into a few thousand keys, Python work once per line found and once per distinct
+key) and the records with nothing to learn (collective calls, trees, ring orders), and cut them out of
+the block. What is left is split on the literal `` NCCL INFO ``; the lines between records are searched in
+bulk for a few keywords (``bytes.find``) and looked at individually only where one hits; a
+:class:`~topodoc.parsers.nccl_log.plan.Plan` says which records need reading, and those go to the grammar
+with their prefix parsed once per distinct prefix and each (prefix, message) read once (bounded caches).
+Memory is bounded by the job's size, never by the log's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import sys
+from collections import Counter
+from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import Evidence, InputStats
 from topodoc.parsers.nccl_log import channel, errors, facts, prefix
 from topodoc.parsers.nccl_log.plan import KEYWORDS as _KEYWORDS
 from topodoc.parsers.nccl_log.plan import OLD_KEYWORDS as _OLD_KEYWORDS
-from topodoc.parsers.nccl_log.plan import Plan, plan, read_blocks
+from topodoc.parsers.nccl_log.plan import plan, read_blocks
 from topodoc.parsers.nccl_log.state import LogState
 
-CHUNK_BYTES = 1 << 18
+CHUNK_BYTES = 8 << 20
 CACHE_LIMIT = 16384
 # the longest line the grammar sees: NCCL's own lines are far shorter (a 16-HCA device list is ~500
 # characters); a longer line is read as its first and last LINE_LIMIT // 2 characters and counted in
 # InputStats.long_lines, so no pattern ever walks an unbounded line and nothing is dropped silently
 LINE_LIMIT = 4096  # also keeps every number below int()'s 4300-digit limit
 _INFO = b" NCCL INFO "
+# the fast path's two patterns, each run once over a whole block (no pattern runs per line): a connection
+# line with a plain "host:pid:tid [dev]" prefix, captured as (prefix word, [dev], text after "Channel NN/N :
+# ") -- the channel number left out, so a Counter folds equal lines in C; and (literal-led) the records
+# with nothing to learn: collective calls ("AllReduce: opCount ...", NCCL_DEBUG_SUBSYS=COLL), tree and
+# pattern lines, ring orders ("Ring 00 : 3 -> 0 -> 1"). Both stop at a second "NCCL" on the line and at
+# 600 characters, leaving such lines to the full grammar.
+_POSSESSIVE = "+" if sys.version_info >= (3, 11) else ""  # linear either way; faster where supported
+_FAST_CONN = re.compile(
+    rb"\n([^\n ]{0,255}%s) (\[\d{1,6}\]) NCCL INFO (?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : "
+    rb"([^\n\r]{1,600}%s)(?=\r?\n)" % (_POSSESSIVE.encode(), _POSSESSIVE.encode())
+)
+_SKIP = re.compile(
+    rb" NCCL INFO (?:[A-Z][A-Za-z]{1,24}: opCount |Tree|Pattern |Ring \d{1,9} : \d{1,9} -> \d{1,9} -> \d{1,9}"
+    rb"(?=\r?\n))[^\n\rN]{0,600}(?:N(?!CCL )[^\n\rN]{0,600}){0,8}(?=\r?\n)"
+)
 _NL = b"\n"
 _GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
 _WANTED_START = (
@@ -57,7 +76,7 @@ _PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}
 class Scanner:
     """Reads one input into a shared :class:`LogState`; :meth:`run` returns the input's statistics."""
 
-    def __init__(self, state: LogState, name: str) -> None:
+    def __init__(self, state: LogState, name: str, extra_literals: Iterable[str] = ()) -> None:
         self.state, self.name = state, name
         self.lines = self.nccl = self.size = self.long_lines = 0
         self.seen_info = False  # a " NCCL INFO " record was seen: NCCL 2.1's "[0] INFO" form is off
@@ -66,25 +85,27 @@ class Scanner:
         self.repeats: set[tuple[bytes, bytes]] = set()
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
+        extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
+        self.keywords, self.old_keywords, self.extra = _KEYWORDS + extra, _OLD_KEYWORDS + extra, extra
 
-    def run(self, stream: BinaryIO, plans: Iterator[Plan | None] | None = None) -> InputStats:
-        """Read ``stream``; ``plans`` (from :func:`~topodoc.parsers.nccl_log.plan.worker_plans`) are the
-        same stream's block plans made elsewhere; a missing or mismatched one is made here."""
+    def run(self, stream: BinaryIO) -> InputStats:
+        """Read ``stream`` block by block (whole lines) and return the input's statistics."""
         for block, read in read_blocks(stream, CHUNK_BYTES):
             self.size += read
             if block:
-                self._block(block, next(plans, None) if plans is not None else None)
+                self._block(block)
         self._flush_pending()
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
-    def _block(self, block: bytes, made: Plan | None) -> None:
-        pieces = block.split(_INFO)
+    def _block(self, block: bytes) -> None:
         old = not self.seen_info
-        if made is None or made.records != (len(block), len(pieces)) or made.old != old:
-            made = plan(pieces, old)
-        self._between(pieces[0], 0, self.lines + 1, _OLD_KEYWORDS if old else _KEYWORDS, made.first_hit)
-        self.nccl += len(pieces) - 1
-        self.seen_info = self.seen_info or len(pieces) > 1
+        block, folded = self._fold(block)
+        pieces = block.split(_INFO)
+        made = plan(pieces, old, self.keywords, self.old_keywords)
+        keywords = self.old_keywords if old else self.keywords
+        self._between(pieces[0], 0, self.lines + 1, keywords, made.first_hit)
+        self.nccl += len(pieces) - 1 + folded
+        self.seen_info = self.seen_info or len(pieces) > 1 or folded > 0
         counter = _LineCounter(pieces, self.lines)
         waiting = self._count(made.counted)  # connection keys first seen in this block, in order
         partial = None  # the first record of a line holding several
@@ -95,6 +116,49 @@ class Scanner:
         if waiting:
             self._add_new(pieces, counter, waiting, len(pieces))
         self.lines += block.count(_NL)
+
+    def _fold(self, block: bytes) -> tuple[bytes, int]:
+        """The fast path, in C but for one step per *distinct* connection line: count the block's
+        connection lines under their keys (:mod:`.channel`) and cut them and the records with nothing to
+        learn (collective calls, trees, ring orders) out of the block, leaving each line's newline so that
+        line numbers hold. Returns the smaller block and how many INFO records were taken out. A line the
+        fast path is not sure of (two records on it, an over-long one, a decorated prefix) is left for the
+        full grammar."""
+        text = _NL + block
+        found = Counter(_FAST_CONN.findall(text))
+        folded = 0
+        if found:
+            bad = {line for line in found if not self._count_fast(text, line, found[line])}
+            folded = sum(found.values()) - sum(found[line] for line in bad)
+            if bad:
+                text = _FAST_CONN.sub(lambda m: m[0] if m.groups() in bad else _NL, text)
+            else:
+                text = _FAST_CONN.sub(_NL, text)
+        text, skipped = _SKIP.subn(b"", text)
+        return text[1:], folded + skipped
+
+    def _count_fast(self, text: bytes, line: tuple[bytes, bytes, bytes], count: int) -> bool:
+        """Add ``count`` connection lines ``word [dev] NCCL INFO Channel NN/N : rest`` to the table; False
+        when the line is not one the fast path may take."""
+        word, dev, rest = line
+        if b" via " not in rest or b"NCCL" in rest or b"NCCL" in word:
+            return False
+        key = channel.key(word + b" " + dev, b" : " + rest)
+        entry = self.state.conn_raw.get(key)
+        if entry is not None:
+            entry[0] += count
+            return True
+        needle, suffix = _NL + word + b" " + dev + _INFO, b" : " + rest
+        at = text.find(needle)
+        while at >= 0:  # the first line of this text: its line number and evidence
+            end = text.find(_NL, at + 1)
+            whole = text[at + 1 : end if end >= 0 else len(text)]
+            if whole.rstrip(b"\r").endswith(suffix):
+                number = self.lines + text.count(_NL, 0, at + 1)
+                self.state.conn_raw[key] = [count, Evidence(self.name, number, _text(whole))]
+                return True
+            at = text.find(needle, at + 1)
+        return False
 
     def _count(self, counted: dict) -> list:
         """Add the block's counts of connection keys already known; return the new ones, first seen first."""
@@ -142,7 +206,7 @@ class Scanner:
         else:
             self._piece(counter, i, tail, msg)
         if i in hits:  # other lines follow
-            self._between(piece, nl + 1, counter.number(i) + 1, _KEYWORDS, hits[i])
+            self._between(piece, nl + 1, counter.number(i) + 1, self.keywords, hits[i])
         return None
 
     def _piece(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
@@ -154,7 +218,8 @@ class Scanner:
 
     def _info(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
         """An INFO record that is not a graph/connection line: parse it if its shape can prove anything."""
-        if self.pending or not (msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg)):
+        wanted = msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg)
+        if self.pending or not (wanted or (self.extra and any(e in msg for e in self.extra))):
             if self.pending:
                 self._general(counter.number(i), tail + _INFO + msg)
             return
