@@ -45,8 +45,10 @@ def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogA
 
     ``extra_literals``: strings that make a line worth the full grammar wherever they appear in it (the
     failure catalogue's prefilters: a signature whose lines hold none of NCCL's own keywords names its
-    literal here). Connection lines and the records the fast path drops (collective calls, trees, ring
-    orders) are never searched for them."""
+    literal here). An NCCL record holding one is read by the grammar even when its first word is not one
+    the scanner looks for; any other line holding one is read as an error line (classified by
+    :func:`.errors.classify`, like a PyTorch or CUDA error line). Connection lines and the records the
+    fast path drops (collective calls, trees, ring orders) are never searched for them."""
     state = LogState()
     extra = tuple(extra_literals)
     stats = [_scan_input(state, item, extra) for item in inputs]

@@ -87,6 +87,7 @@ class Scanner:
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
         extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
         self.keywords, self.old_keywords, self.extra = _KEYWORDS + extra, _OLD_KEYWORDS + extra, extra
+        self.extra_text = tuple(e.decode("utf-8") for e in extra)
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
@@ -302,7 +303,7 @@ class Scanner:
             self._last_error(number, text, ev)
         elif _INTERPRETATION.match(text) and number - self.framework_error_at <= 2:
             self.nccl += 1  # "ncclRemoteError: ..." only restates the wrapper line just above it
-        elif _APP_ERROR.search(text):
+        elif _APP_ERROR.search(text) or (self.extra_text and any(e in text for e in self.extra_text)):
             self.nccl += 1
             if _FRAMEWORK_ERROR.search(text):
                 self.framework_error_at = number
