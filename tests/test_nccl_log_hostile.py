@@ -148,3 +148,43 @@ def test_restarts_with_new_pids_fold_into_the_same_connection_rows():
     many = analyze_text("".join(line.format(n=1, pid=100 + r, ch=ch) for r in range(50) for ch in range(4)))
     assert len(many.connections) == len(once.connections) == 1
     assert many.connections[0].channels == 200
+
+
+# Line shapes users paste (issue 12 §1). The lines are real ones from NVIDIA/nccl#707
+# (https://github.com/NVIDIA/nccl/issues/707) and NVIDIA/nccl#1814, with the "host:pid:tid [dev]" prefix
+# trimmed the way users quote them.
+TRIMMED = (
+    "NCCL INFO Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA\n"
+    "NCCL INFO Channel 01 : 3[ca000] -> 2[c7000] [send] via NET/IB/2/GDRDMA\n"
+    "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55921> with status=12 opcode=1 len=0 "
+    "vendor err 129 (Send) localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2\n"
+)
+BARE = (
+    "2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA\n"
+    "3[ca000] -> 2[c7000] [send] via NET/IB/2/GDRDMA\n"
+)
+
+
+def test_lines_with_the_prefix_trimmed_are_read():
+    analysis = analyze_text(TRIMMED)
+    rows = {(c.host, c.rank, c.peer, c.direction, c.nic, c.gdr) for c in analysis.connections}
+    assert rows == {(None, 0, 2, "receive", 5, True), (None, 3, 2, "send", 2, True)}
+    assert [e.category for e in analysis.errors] == ["ib_completion_error"]
+    assert analysis.inputs[0].nccl_lines == 3 and analysis.summary.hosts == ()
+
+
+def test_bare_connection_lines_are_read():
+    analysis = analyze_text(BARE)
+    rows = {(c.rank, c.peer, c.transport, c.nic, c.gdr) for c in analysis.connections}
+    assert rows == {(0, 2, "NET/IB", 5, True), (3, 2, "NET/IB", 2, True)}
+    assert analysis.inputs[0].nccl_lines == 2
+
+
+def test_an_nccl_prefix_inside_another_line_starts_a_record_and_names_no_host():
+    # an nccl-tests header row with an NCCL record fused onto its end (a shared stdout)
+    analysis = analyze_text(
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong "
+        "node-a:120890:121560 [0] NCCL INFO Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA\n"
+    )
+    assert analysis.summary.hosts == ("node-a",)
+    assert [(c.host, c.rank, c.peer) for c in analysis.connections] == [("node-a", 0, 2)]

@@ -27,7 +27,9 @@ KEY_LIMIT = 256  # bytes of a connection line kept in its key (real ones are und
 INCOMPLETE = re.compile(r"^(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : \d{1,9}(?:\[\w{1,32}\])? ->(?!.* via \S)")
 CONTINUATIONS = ("via", "NET/", "P2P/", "SHM", "COLLNET/", "[send]", "[receive]", "direct", "/")
 # a bare connection line: "3[3d000] -> 11[3d000] [receive] via NET/IB/1/GDRDMA" (no prefix, no "Channel")
-BARE = re.compile(rb"(?<![\w\]])\d{1,9}\[\w{1,32}\] -> \d{1,9}\[\w{1,32}\](?: \[(?:send|receive)\])? via \S")
+BARE_TEXT = re.compile(
+    r"^\s{0,16}\d{1,9}\[\w{1,32}\] -> \d{1,9}\[\w{1,32}\](?: \[(?:send|receive)\])? via \S"
+)
 
 _CONN = re.compile(
     r"(\d{1,9})(?:\[\w{1,32}\])? -> (\d{1,9})(?:\[\w{1,32}\])?(?: \[(send|receive)\])? via (\S[^\n]{0,200})"

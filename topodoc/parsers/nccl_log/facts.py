@@ -63,6 +63,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler = _env
     elif handler is None and word.startswith("NET/"):
         handler = _net_other
+    if handler is None and rec.pid is None and channel.BARE_TEXT.match(msg):
+        handler = _connection  # a bare connection line: "3[3d000] -> 11[3d000] [receive] via NET/IB/1"
     if handler is not None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:

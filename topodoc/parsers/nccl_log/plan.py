@@ -25,7 +25,8 @@ _HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
 # ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
 # an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
 # a pass in C)
-KEYWORDS = (b"NCCL", b" Pid ", b"rror")  # "rror": ncclRemoteError:, Last error:
+# "rror": ncclRemoteError:, Last error:; "] via ": a connection line quoted without its prefix
+KEYWORDS = (b"NCCL", b" Pid ", b"rror", b"] via ")
 OLD_KEYWORDS = (*KEYWORDS, b"] INFO ", b"] WARN ")
 
 

@@ -2,7 +2,8 @@
 
 NCCL prints ``HOST:PID:TID [CUDADEV] NCCL INFO <msg>`` (REFERENCE.md §1.1); WARN lines add
 ``FILE:LINE [(FUNC)]`` before ``NCCL WARN`` and, from 2.26, a ``[YYYY-MM-DD HH:MM:SS]`` timestamp;
-NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare. Launchers add their own
+NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare; users paste lines with the
+prefix trimmed (``NCCL INFO Using network IB``): a record with no host, pid or device. Launchers add their own
 decoration in front: ``[rank3]:`` (torchrun), ``0: `` (``srun --label``), ``[1,7]<stdout>:`` (mpirun
 ``--tag-output``), ``host: `` (pdsh), ``(RayWorkerWrapper pid=..., ip=...)`` (Ray), CloudWatch
 ``| timestamp |`` columns, ISO/k8s timestamps, ANSI colours. :func:`split` finds the record wherever it
@@ -27,6 +28,11 @@ _RECORD = re.compile(
     r"(?P<mid>[^\n]{0,400}?)(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)"
 )
 _OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d{1,6})\] (?:NCCL )?(?P<level>INFO|WARN) (?P<msg>.*)")
+# a record whose "host:pid:tid [dev]" prefix the user trimmed: "NCCL INFO ..." / "NCCL WARN ..." at the start
+# of the line (after a launcher's rank label at most)
+_TRIMMED = re.compile(
+    r"^\s{0,16}(?:\[rank\d{1,6}\]:\s{0,4}|\d{1,6}:\s{1,4})?NCCL (?P<level>INFO|WARN) (?P<msg>.*)"
+)
 _CALL = re.compile(rf"{_HOST}(?P<pid>\d{{1,12}}):(?P<tid>\d{{1,20}}) NCCL CALL (?P<msg>.*)")
 _BARE_VERSION = re.compile(r"NCCL version \d+\.\d+\.\d+\S*\+cuda")
 _RAY_IP = re.compile(r"\(\w{1,64} pid=\d{1,12}, ip=(?P<ip>[\d.]{1,64})(?:, [^)]{0,256})?\)")
@@ -84,6 +90,9 @@ def _split_rare(text: str) -> Record | None:
     old = _OLD_RECORD.search(text)
     if old:
         return Record(None, None, int(old["dev"]), old["level"], old["msg"].rstrip())
+    trimmed = _TRIMMED.match(text)
+    if trimmed:
+        return Record(None, None, None, trimmed["level"], trimmed["msg"].rstrip())
     bare = _BARE_VERSION.search(text)  # "+cuda" sets it apart from PyTorch's "..., NCCL version 2.20.5"
     if bare:
         return Record(None, None, None, "VERSION", text[bare.start() :].rstrip())

@@ -43,7 +43,9 @@ _INFO = b" NCCL INFO "
 _POSSESSIVE = "+" if sys.version_info >= (3, 11) else ""  # linear either way; faster where supported
 _FAST_CONN = re.compile(
     rb"\n([^\n ]{0,255}%s) (\[\d{1,6}\]) NCCL INFO (?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : "
-    rb"([^\n\r]{1,600}%s)(?=\r?\n)" % (_POSSESSIVE.encode(), _POSSESSIVE.encode())
+    rb"(\d{1,9}(?:\[\w{1,32}\])? -> \d{1,9}(?:\[\w{1,32}\])?(?: \[(?:send|receive)\])? via "
+    rb"[^\n\r]{1,500}%s)(?=\r?\n)"
+    % (_POSSESSIVE.encode(), _POSSESSIVE.encode())
 )
 _SKIP = re.compile(
     rb" NCCL INFO (?:[A-Z][A-Za-z]{1,24}: opCount |Tree|Pattern |Ring \d{1,9} : \d{1,9} -> \d{1,9} -> \d{1,9}"
@@ -296,7 +298,11 @@ class Scanner:
     def _other(self, number: int, text: str) -> None:
         ev = Evidence(self.name, number, text.strip())
         tests = _TESTS_RANK.search(text)
-        if tests:
+        bare = channel.BARE_TEXT.match(text)
+        if bare:  # "3[3d000] -> 11[3d000] [receive] via NET/IB/1/GDRDMA" quoted without its prefix
+            self.nccl += 1
+            facts.handle(self.state, prefix.Record(None, None, None, "INFO", text.strip()), ev)
+        elif tests:
             self.nccl += 1
             self.state.test_ranks.setdefault(int(tests[1]), (tests[3], int(tests[2]), ev))
         elif number == self.last_error_at or _LAST_ERROR in text:
