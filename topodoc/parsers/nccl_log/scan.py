@@ -131,7 +131,8 @@ class Scanner:
         found = Counter(_FAST_CONN.findall(text))
         folded = 0
         if found:
-            bad = {line for line in found if not self._count_fast(text, line, found[line])}
+            bad = {line for line in found if not _fast_ok(line)}
+            self._add_fast(text, found, bad)
             folded = sum(found.values()) - sum(found[line] for line in bad)
             if bad:
                 text = _FAST_CONN.sub(lambda m: m[0] if m.groups() in bad else _NL, text)
@@ -140,28 +141,39 @@ class Scanner:
         text, skipped = _SKIP.subn(b"", text)
         return text[1:], folded + skipped
 
-    def _count_fast(self, text: bytes, line: tuple[bytes, bytes, bytes], count: int) -> bool:
-        """Add ``count`` connection lines ``word [dev] NCCL INFO Channel NN/N : rest`` to the table; False
-        when the line is not one the fast path may take."""
-        word, dev, rest = line
-        if b" via " not in rest or b"NCCL" in rest or b"NCCL" in word:
-            return False
-        key = channel.key(word + b" " + dev, b" : " + rest)
-        entry = self.state.conn_raw.get(key)
-        if entry is not None:
-            entry[0] += count
-            return True
-        needle, suffix = _NL + word + b" " + dev + _INFO, b" : " + rest
-        at = text.find(needle)
-        while at >= 0:  # the first line of this text: its line number and evidence
+    def _add_fast(self, text: bytes, found: Counter, bad: set) -> None:
+        """Add the counted connection lines to the table; a key seen for the first time gets its first
+        line as evidence (located in one more pass over the block, only when there is a new key)."""
+        conns, new = self.state.conn_raw, {}
+        for line, count in found.items():
+            if line in bad:
+                continue
+            word, dev, rest = line
+            key = channel.key(word + b" " + dev, b" : " + rest)
+            entry = conns.get(key)
+            if entry is not None:
+                entry[0] += count
+            elif key in new:
+                new[key][0] += count
+            else:
+                new[key] = [count, line]
+        if not new:
+            return
+        firsts: dict[tuple, int] = {}
+        wanted = {line for _count, line in new.values()}
+        for match in _FAST_CONN.finditer(text):
+            line = match.groups()
+            if line in wanted and line not in firsts:
+                firsts[line] = match.start()
+                if len(firsts) == len(wanted):
+                    break
+        number, done = self.lines, 0
+        located = sorted((firsts[line], key, count) for key, (count, line) in new.items())
+        for at, key, count in located:  # line numbers counted once through the block, in order
+            number += text.count(_NL, done, at + 1)
+            done = at + 1
             end = text.find(_NL, at + 1)
-            whole = text[at + 1 : end if end >= 0 else len(text)]
-            if whole.rstrip(b"\r").endswith(suffix):
-                number = self.lines + text.count(_NL, 0, at + 1)
-                self.state.conn_raw[key] = [count, Evidence(self.name, number, _text(whole))]
-                return True
-            at = text.find(needle, at + 1)
-        return False
+            conns[key] = [count, Evidence(self.name, number, _text(text[at + 1 : end if end >= 0 else None]))]
 
     def _count(self, counted: dict) -> list:
         """Add the block's counts of connection keys already known; return the new ones, first seen first."""
@@ -250,9 +262,25 @@ class Scanner:
         waiting = self.pending or self.last_error_at >= first_number
         if end <= start or not (waiting or hit):
             return
-        for number, raw in enumerate(data[start:end].split(_NL)[:-1], first_number):
-            if self.pending or number == self.last_error_at or any(k in raw for k in needles):
-                self._general(number, raw)
+        hits = _line_starts(data, start, end, needles) if hit else []
+        pos, number, next_hit = start, first_number, 0
+        while pos < end:
+            if self.pending or self.last_error_at >= number:  # every line counts until it is settled
+                stop = data.find(_NL, pos)
+                raw = data[pos:stop]
+                if self.pending or number == self.last_error_at or any(k in raw for k in needles):
+                    self._general(number, raw)
+                pos, number = stop + 1, number + 1
+                continue
+            while next_hit < len(hits) and hits[next_hit] < pos:
+                next_hit += 1
+            if next_hit == len(hits):
+                return
+            number += data.count(_NL, pos, hits[next_hit])  # jump to the next line holding a needle
+            pos = hits[next_hit]
+            stop = data.find(_NL, pos)
+            self._general(number, data[pos:stop])
+            pos, number = stop + 1, number + 1
 
     def _general(self, number: int, raw: bytes) -> None:
         if len(raw) > LINE_LIMIT:
@@ -340,6 +368,25 @@ class _LineCounter:
             self.newlines += b"".join(self.pieces[self.done : i]).count(_NL)
             self.done = i
         return self.newlines + 1
+
+
+def _line_starts(data: bytes, start: int, end: int, needles: tuple[bytes, ...]) -> list[int]:
+    """Where the lines of ``data[start:end]`` that hold one of ``needles`` start, in order (found with
+    ``bytes.find``: Python work per hit, not per line)."""
+    starts = set()
+    for needle in needles:
+        at = data.find(needle, start, end)
+        while at >= 0:
+            starts.add(max(start, data.rfind(_NL, start, at) + 1))
+            stop = data.find(_NL, at)
+            at = data.find(needle, stop + 1, end) if stop >= 0 else -1
+    return sorted(starts)
+
+
+def _fast_ok(line: tuple[bytes, bytes, bytes]) -> bool:
+    """A connection line the fast path may count: one record on the line, a transport after "via"."""
+    word, _dev, rest = line
+    return b" via " in rest and b"NCCL" not in rest and b"NCCL" not in word
 
 
 def _tail(piece: bytes) -> bytes:
