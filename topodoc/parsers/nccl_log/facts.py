@@ -18,10 +18,15 @@ from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(?:uverbs\d+:)?(\d+)(?::\d*)*/(\w+)")
-_OOB = re.compile(r"OOB ([^\s:]+):(\S+?)<\d+>")
-_IFACE = re.compile(r"\[(\d+)\]([^\s:]+):(\S+?)<\d+>")
-_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d+\])?([^\s:]+):(\S+?)<\d+>")
+# every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
+_IB_DEV = re.compile(
+    r"\[(\d{1,6})\](?:=\{\[\d{1,6}\])? ?([\w.-]{1,64}):(?:uverbs\d{1,4}:)?(\d{1,4})(?::\d{0,9}){0,4}"
+    r"/(\w{1,16})"
+)
+_ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
+_OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
+_IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
+_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d{1,6}\])?([^\s:]{1,64}):" + _ADDR)
 _KV = re.compile(
     r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
 )

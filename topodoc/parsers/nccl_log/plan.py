@@ -4,10 +4,9 @@ Most of a big ``NCCL_DEBUG=INFO`` log is ring/tree lines and ``Channel ... via .
 every rank for every communicator. :func:`plan` sorts a block's records (the pieces of
 ``block.split(b" NCCL INFO ")``) into three kinds: lines with nothing to learn (skipped), connection lines
 alone on their line (counted under their key, with the index of the first one), and the rest (listed for
-:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). The scanner's fast path
-(:meth:`~topodoc.parsers.nccl_log.scan.Scanner._fold`) has already taken most connection and graph lines out
-of the block in C; the plan sorts what it left (lines holding two records, lines cut short, old formats).
-(A second process that made the plans was measured to give nothing on a busy 2-core machine: removed.)
+:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). Collective calls (``AllReduce: opCount ...``)
+are dropped with tree and ring-order lines. (A second process that made the plans was measured to give
+nothing on a busy 2-core machine: removed.)
 """
 
 from __future__ import annotations
@@ -21,6 +20,9 @@ INFO = b" NCCL INFO "
 NL = b"\n"
 # first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
 _HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
+# collective calls logged with NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 3f sendbuff ..."): nothing to learn
+_HEADS.update(dict.fromkeys(
+    (b"AllR", b"AllG", b"Redu", b"Broa", b"Send", b"Recv", b"AllT", b"Gath", b"Scat", b"Allt"), True))
 # what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
 # ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
 # an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
