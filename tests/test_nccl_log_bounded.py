@@ -63,3 +63,14 @@ def test_extra_literals_send_their_lines_to_the_full_grammar():
     found = analyze([("job.log", io.BytesIO(data))], extra_literals=["peer said nothing", "cable unplugged"])
     assert found.summary.hosts == ("node-a", "node-b")
     assert [(e.line, e.category) for e in found.errors] == [(3, "other")]
+
+
+def test_the_report_says_what_was_folded(tmp_path):
+    import subprocess
+
+    log = tmp_path / "job.log"
+    log.write_bytes(_restarted(70))  # 70 restarts: more than 64 pids per host
+    run = subprocess.run([sys.executable, "-m", "topodoc", "logs", str(log)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    notes = run.stdout.split("\nNotes\n", 1)[1]
+    assert "2 host(s) ran more than 64 NCCL processes (up to 560" in notes

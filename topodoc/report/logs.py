@@ -40,6 +40,8 @@ def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)
     parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
+    notes = analysis.summary.notes
+    parts += ["Notes", *(f"  {note}" for note in notes), ""] if notes else []
     return "\n".join(parts).rstrip() + "\n"
 
 
