@@ -62,11 +62,17 @@ def test_a_line_holding_two_records_is_read_not_counted():
 
 def test_collective_calls_are_dropped_and_counted_and_prove_nothing():
     coll = b"h-0:7:9 [0] NCCL INFO AllReduce: opCount 3f sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0\n"
+    noise = b"[2026-03-01 12:00:00] iteration 7 | loss 2.4 | lr 3.0e-04\n"
     head = b"h-0:7:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
-    made = plan((head + coll * 3).split(INFO), old=True)
-    assert made.read == [1] and not made.counted
-    analysis = analyze([("job.log", io.BytesIO(head + coll * 3))])
-    assert analysis.inputs[0].nccl_lines == 4 and analysis.errors == ()
+    made = plan((head + coll * 3 + (coll + noise) * 2).split(INFO), old=True)
+    assert made.read == [1] and not made.counted  # alone on their lines or followed by noise: dropped
+    failed = b"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled "
+    failed += b"system error\n"
+    data = head + coll + noise + coll + failed + coll
+    made = plan(data.split(INFO), old=True)
+    assert made.read == [1, 3] and made.hits == {3: True}  # the line after it must still be read
+    analysis = analyze([("job.log", io.BytesIO(data))])
+    assert analysis.inputs[0].nccl_lines >= 4 and [e.line for e in analysis.errors] == [5]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -72,10 +72,13 @@ def plan(pieces: list[bytes], old: bool, keywords: tuple[bytes, ...] = KEYWORDS,
             else:
                 entry[0] += 1
             continue
+        hit = more and has_keyword(piece, nl + 1, keywords)
+        if head and more and not (partial or hit):
+            continue  # a collective call or tree line followed by lines that hold nothing either
         partial = nl < 0
         read.append(i)
         if more:
-            hits[i] = has_keyword(piece, nl + 1, keywords)
+            hits[i] = hit
     first = has_keyword(pieces[0], 0, old_keywords if old else keywords)
     size = sum(map(len, pieces)) + len(INFO) * (len(pieces) - 1)  # the block's length
     return Plan((size, len(pieces)), read, counted, old, first, hits)

@@ -238,7 +238,7 @@ class Scanner:
         joined = head + text if " via " in head + text else head + " " + text
         rec = prefix.split(joined)
         if rec is not None:
-            facts.handle(self.state, rec, Evidence(self.name, number, original + "⏎" + text))
+            facts.handle(self.state, rec, Evidence(self.name, number, _clip(original + "⏎" + text)))
         return True
 
     def _flush_pending(self) -> None:
@@ -332,6 +332,13 @@ def _host_start(text: str, match: re.Match, procs) -> int:
     if not known or word in known:
         return match.start()
     return match.end("host") - len(max(known, key=len))
+
+
+def _clip(text: str) -> str:
+    """Evidence text of at most about LINE_LIMIT characters (a joined torn line keeps its two ends)."""
+    if len(text) <= LINE_LIMIT:
+        return text
+    return text[: LINE_LIMIT // 2] + " … " + text[-(LINE_LIMIT // 2) :]
 
 
 def _text(raw: bytes) -> str:
