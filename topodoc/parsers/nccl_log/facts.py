@@ -92,10 +92,13 @@ def _version(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _VERSION.search(rec.msg)
     if not found:
         return
-    if rec.pid is None:
-        state.bare_versions.append((found[1], ev))
+    bare = rec.pid is None
+    table, key = (state.bare_versions, found[1]) if bare else (state.versions, (rec.host, found[1]))
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [1, ev]
     else:
-        state.versions.setdefault((rec.host, rec.pid), (found[1], ev))
+        entry[0] += 1
 
 
 def _cuda_driver(state: LogState, rec: Record, ev: Evidence) -> None:

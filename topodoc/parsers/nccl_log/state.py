@@ -40,8 +40,10 @@ class RankEntry:
 class LogState:
     """Facts gathered so far. Keys hold the first evidence; counters hold how many lines agreed."""
 
-    versions: dict[Proc, tuple[str, Evidence]] = field(default_factory=dict)
-    bare_versions: list[tuple[str, Evidence]] = field(default_factory=list)
+    # (host, version) -> [lines, first line]: NCCL prints its version once per process, so the count is
+    # the processes' (kept per host, not per pid: a job restarted a hundred times adds no entries)
+    versions: dict[tuple[str | None, str], list] = field(default_factory=dict)
+    bare_versions: dict[str, list] = field(default_factory=dict)  # version -> [lines, first line]
     cuda_driver: dict[int, Evidence] = field(default_factory=dict)
     networks: dict[str, list] = field(default_factory=dict)  # name -> [processes that said it, first line]
     plugins: dict[str, Evidence] = field(default_factory=dict)  # "sharp", "family:FasTrak", ...

@@ -208,7 +208,7 @@ class _HostIndex:
                 self.pids.setdefault(host, set()).add(pid)
         self.pid_counts = {host: len(pids) for host, pids in self.pids.items()}
         self.versions: dict[str | None, list] = {}
-        for (host, _pid), (version, ev) in state.versions.items():
+        for (host, version), (_count, ev) in state.versions.items():
             self.versions.setdefault(host, []).append((version, ev))
         world = _world(ranks)
         self.ranks: dict[str | None, list[RankInfo]] = {}
@@ -329,12 +329,22 @@ def _test_nranks(state: LogState) -> int | None:
 
 
 def _versions(state: LogState) -> tuple[str | None, tuple[str, ...], tuple[Evidence, ...]]:
-    counts = Counter(v for v, _ev in state.versions.values()) + Counter(v for v, _ev in state.bare_versions)
+    counts: Counter = Counter()
+    for (_host, version), (count, _ev) in state.versions.items():
+        counts[version] += count
+    for version, (count, _ev) in state.bare_versions.items():
+        counts[version] += count
     if not counts:
         return None, (), ()
     best = counts.most_common(1)[0][0]
-    first = [ev for v, ev in list(state.versions.values()) + state.bare_versions if v == best][:1]
+    first = [ev for v, ev in _version_lines(state) if v == best][:1]
     return best, tuple(sorted(counts, key=_version_key)), tuple(first)
+
+
+def _version_lines(state: LogState) -> list[tuple[str, Evidence]]:
+    """(version, first line) of each host's version, then of the bare version lines, in order seen."""
+    out = [(version, ev) for (_host, version), (_n, ev) in state.versions.items()]
+    return out + [(version, ev) for version, (_n, ev) in state.bare_versions.items()]
 
 
 def _version_key(text: str) -> tuple[int, ...]:
@@ -369,9 +379,8 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
 
 
 def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:
-    seen = list(state.versions.items()) + [((None, None), item) for item in state.bare_versions]
     first = {}
-    for _proc, (version, ev) in seen:
+    for version, ev in _version_lines(state):
         first.setdefault(version, ev)
     ev = min(first.values(), key=lambda e: (e.file, e.line))
     where = "; ".join(f"{v} at {first[v].file}:{first[v].line}" for v in versions)
