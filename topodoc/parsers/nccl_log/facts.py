@@ -16,6 +16,7 @@ from topodoc.parsers.nccl_log import channel, errors, plugins
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
+PROC_LIMIT = 65536  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 # every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
@@ -48,7 +49,10 @@ _INFO_ERROR_KEYS = (
 def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     """Add what one NCCL record proves to ``state``."""
     proc = (rec.host, rec.pid)
-    state.procs[proc] += 1
+    if proc in state.procs or len(state.procs) < PROC_LIMIT:
+        state.procs[proc] += 1
+    else:
+        state.procs_dropped += 1
     if rec.host not in state.host_lines:
         state.host_lines[rec.host] = ev
     if rec.launcher_ip and rec.host:

@@ -216,7 +216,7 @@ class Scanner:
         if self.pending and self._join(text):
             return
         self._flush_pending()
-        for part in _records(text, self.state.procs):
+        for part in _records(text, self.state.host_lines):
             self._one(number, part, original)
 
     def _one(self, number: int, text: str, original: str) -> None:
@@ -313,22 +313,22 @@ def _tail(piece: bytes) -> bytes:
     return piece[piece.rfind(_NL) + 1 :]
 
 
-def _records(text: str, procs) -> list[str]:
+def _records(text: str, hosts) -> list[str]:
     """Split a physical line holding several NCCL records (interleaved output) into one per record.
 
     Where two records are glued (``...via P2P/IPC/readnode-2:12:13 [1] NCCL INFO ...``) the second
     record's host is taken as the longest host name already seen that ends the glued word."""
     if text.count(" NCCL ") < 2:
         return [text]
-    starts = [_host_start(text, m, procs) for m in _PREFIX.finditer(text)]
+    starts = [_host_start(text, m, hosts) for m in _PREFIX.finditer(text)]
     if len(starts) < 2:
         return [text]
     return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
 
 
-def _host_start(text: str, match: re.Match, procs) -> int:
+def _host_start(text: str, match: re.Match, hosts) -> int:
     word = match["host"]
-    known = [h for h, _pid in procs if h and word.endswith(h)]
+    known = [h for h in hosts if h and word.endswith(h)]
     if not known or word in known:
         return match.start()
     return match.end("host") - len(max(known, key=len))

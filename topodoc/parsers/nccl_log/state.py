@@ -69,6 +69,7 @@ class LogState:
     host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
+    procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
 
     def seen(self, host: str | None, msg: str) -> bool:

@@ -112,6 +112,9 @@ def _notes(state: LogState, index: _HostIndex) -> tuple[str, ...]:
     if many:
         notes = (f"{len(many)} host(s) ran more than {PIDS_LISTED} NCCL processes (up to {many[-1][0]}, on "
                  f"{many[-1][1]}; a restarted job): the first {PIDS_LISTED} pids of each are listed",)
+    if state.procs_dropped:
+        notes += (f"process table capped at {len(state.procs)} (host, pid) pairs; {state.procs_dropped} NCCL "
+                  "lines of later processes were read but their pids not listed",)
     if not state.ranks_dropped:
         return notes
     return notes + (f"rank table capped at {len(state.ranks)} (process, communicator) entries; "
@@ -227,7 +230,7 @@ class _HostIndex:
 
 
 def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]:
-    names = {p[0] for p in state.procs} | set(index.conns) | set(index.ranks) | set(index.tests)
+    names = set(state.host_lines) | set(index.conns) | set(index.ranks) | set(index.tests)
     out = []
     for name in sorted(n for n in names if n):
         boot = {d.address for d in index.role(name, "bootstrap")}
