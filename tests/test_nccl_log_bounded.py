@@ -74,3 +74,15 @@ def test_the_report_says_what_was_folded(tmp_path):
     assert run.returncode == 0, run.stderr
     notes = run.stdout.split("\nNotes\n", 1)[1]
     assert "2 host(s) ran more than 64 NCCL processes (up to 560" in notes
+
+
+def test_the_process_table_is_capped_and_says_so(monkeypatch):
+    from topodoc.parsers.nccl_log import facts
+
+    monkeypatch.setattr(facts, "PROC_LIMIT", 20)
+    analysis = _analyze(_restarted(3))  # 3 x 16 processes
+    assert sum(len(h.pids) for h in analysis.hosts) == 20
+    notes = analysis.summary.notes
+    assert any(note.startswith("process table capped at 20 (host, pid) pairs") for note in notes)
+    assert analysis.summary.hosts == ("gpu-node000", "gpu-node001")
+    assert len(analysis.communicators) == 3
