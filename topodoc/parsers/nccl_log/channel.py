@@ -54,12 +54,15 @@ def place(tail: bytes) -> bytes:
 
     The prefix grammar (:func:`.prefix.who`) reads the host and device out of whatever launcher decoration
     surrounds them; the pid and thread id are dropped, so restarts of a job fold together. Callers cache
-    the answer per distinct ``tail`` (and so does this function, in a bounded table)."""
-    found = _PLACES.get(tail)
+    the answer per distinct ``tail``; this function caches it per prefix (the last two words), in a bounded
+    table, so a timestamp on every line does not cost a parse per line."""
+    end = tail.rfind(b" ")
+    words = tail[tail.rfind(b" ", 0, end) + 1 :]  # "host:pid:tid [dev]": timestamps and tags left out
+    found = _PLACES.get(words)
     if found is None:
         if len(_PLACES) >= _PLACES_LIMIT:
             _PLACES.clear()
-        found = _PLACES[tail] = _place(tail)
+        found = _PLACES[words] = _place(words)
     return found
 
 
