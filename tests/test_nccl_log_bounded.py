@@ -86,3 +86,14 @@ def test_the_process_table_is_capped_and_says_so(monkeypatch):
     assert any(note.startswith("process table capped at 20 (host, pid) pairs") for note in notes)
     assert analysis.summary.hosts == ("gpu-node000", "gpu-node001")
     assert len(analysis.communicators) == 3
+
+
+def test_the_connection_table_is_capped_and_says_so(monkeypatch):
+    from topodoc.parsers.nccl_log import state
+
+    monkeypatch.setattr(state, "CONN_LIMIT", 3)
+    line = "h:1:1 [0] NCCL INFO Channel 00/0 : {r}[0] -> {p}[1] via P2P/IPC\n"
+    analysis = _analyze("".join(line.format(r=r, p=r + 1) for r in range(10)).encode())
+    assert len(analysis.connections) == 3
+    assert any(note.startswith("connection table capped at 3 distinct lines; 7 connection lines")
+               for note in analysis.summary.notes)

@@ -251,8 +251,11 @@ def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
 def _connection(state: LogState, rec: Record, ev: Evidence) -> None:
     key = channel.key_of(rec.host, rec.dev, rec.msg)
     if key is not None:
-        entry = state.conn_raw.setdefault(key, [0, ev])
-        entry[0] += 1
+        entry = state.conn_raw.get(key)
+        if entry is None:
+            state.new_conn(key, 1, ev)
+        else:
+            entry[0] += 1
 
 
 def _device(state: LogState, device: NetDevice) -> None:

@@ -123,7 +123,7 @@ class Scanner:
                 entry[0] += lines
                 continue
             tail, msg = _tail(pieces[i - 1]), pieces[i][: pieces[i].find(_NL)]
-            conns[key] = [lines, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
+            self.state.new_conn(key, lines, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg)))
 
     def _record(self, pieces: list[bytes], i: int, counter: _LineCounter, partial: int | None,
                 hits: dict[int, bool]) -> int | None:
@@ -141,7 +141,7 @@ class Scanner:
             conns = self.state.conn_raw
             entry = conns.get(key)
             if entry is None:
-                conns[key] = [1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg))]
+                self.state.new_conn(key, 1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg)))
             else:
                 entry[0] += 1
         else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 65536
+CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
 Proc = tuple  # (host or None, pid or None)
 
 
@@ -70,7 +71,15 @@ class LogState:
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
     procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
+    conns_dropped: int = 0  # connection lines with a key past the connection-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+
+    def new_conn(self, key: tuple[bytes, bytes], count: int, ev: Evidence) -> None:
+        """A connection key seen for the first time (``count`` lines, the first of them ``ev``)."""
+        if len(self.conn_raw) < CONN_LIMIT:
+            self.conn_raw[key] = [count, ev]
+        else:
+            self.conns_dropped += count
 
     def seen(self, host: str | None, msg: str) -> bool:
         """True when this host already printed this exact message (a bounded cache, so a rare miss is

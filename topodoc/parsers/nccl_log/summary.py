@@ -112,6 +112,9 @@ def _notes(state: LogState, index: _HostIndex) -> tuple[str, ...]:
     if many:
         notes = (f"{len(many)} host(s) ran more than {PIDS_LISTED} NCCL processes (up to {many[-1][0]}, on "
                  f"{many[-1][1]}; a restarted job): the first {PIDS_LISTED} pids of each are listed",)
+    if state.conns_dropped:
+        notes += (f"connection table capped at {len(state.conn_raw)} distinct lines; {state.conns_dropped} "
+                  "connection lines with other keys were counted but not tabulated",)
     if state.procs_dropped:
         notes += (f"process table capped at {len(state.procs)} (host, pid) pairs; {state.procs_dropped} NCCL "
                   "lines of later processes were read but their pids not listed",)
