@@ -2,14 +2,16 @@
 
 Public API:
 
-- ``analyze(inputs) -> LogAnalysis``: ``inputs`` is a list of paths (``.gz`` is read through gzip, ``-``
-  is stdin) or ``(name, binary stream)`` pairs; each keeps its own name for ``file:line`` evidence.
+- ``analyze(inputs, extra_literals=()) -> LogAnalysis``: ``inputs`` is a list of paths (``.gz`` is read
+  through gzip, ``-`` is stdin) or ``(name, binary stream)`` pairs; each keeps its own name for
+  ``file:line`` evidence; ``extra_literals`` are prefilter strings (the failure catalogue's).
 - ``analyze_text(text, name="<text>") -> LogAnalysis`` for tests.
 - :class:`NoNcclLinesError` when no input holds a single NCCL line.
 
-The reader (:mod:`.scan`) streams blocks of whole lines; a literal-led fast path counts connection lines
-under their keys and drops lines with nothing to learn in C, and what is left is read by the full
-grammar, once per distinct prefix and message; lines are decoded as UTF-8 with ``errors="replace"``.
+The reader (:mod:`.scan`) streams blocks of whole lines split on `` NCCL INFO ``; :mod:`.plan` drops the
+records with nothing to learn and counts connection lines under their :mod:`.channel` keys, and what is
+left is read by the full grammar, once per distinct prefix and message; lines are decoded as UTF-8 with
+``errors="replace"``, lines over ``scan.LINE_LIMIT`` read by their two ends and counted.
 The grammar is :mod:`.prefix` (prefixes and launcher decorations), :mod:`.facts`
 (messages), :mod:`.errors` (the error catalogue); the result is frozen by :mod:`.summary`
 and :mod:`.derive`. Output schema: :mod:`topodoc.logmodel`.
