@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
-from topodoc.parsers.nccl_log_errors import completion_status
+from topodoc.parsers.nccl_log.errors import completion_status
 from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text

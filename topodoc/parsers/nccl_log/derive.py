@@ -1,27 +1,18 @@
 """Derived facts: the connection table, intra-node transports, the inter-node transport, GPUDirect RDMA,
 and the environment settings that switch features off.
 
-Connection line formats (REFERENCE.md §1.10): ``Channel CC/I : r[d] -> p[d] [send] via NET/<name>/<nic>``
-with optional ``(proxy)`` (PXN), ``/GDRDMA``, ``(PCI)``, ``/Shared``; ``via P2P/IPC|CUMEM|MNNVL|direct
-pointer|indirect/r[d]`` with ``/read`` and ``/CE``; ``via SHM/...`` (``direct shared memory`` <= 2.13);
-NCCL 2.4-2.6 print ``Ring`` instead of ``Channel``. A ``[receive]`` line names the peer first.
+The connection line itself (its key and grammar) belongs to :mod:`.channel`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
+from dataclasses import replace
 
 from topodoc.logmodel import Connection, EnvSetting, Evidence
-from topodoc.parsers import nccl_log_prefix as prefix
-from topodoc.parsers.nccl_log_state import LogState
+from topodoc.parsers.nccl_log import channel
+from topodoc.parsers.nccl_log.state import LogState
 
-_CONN = re.compile(r"^(\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])?(?: \[(send|receive)\])? via (.+?)\s*$")
-_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\((\d+)\))?((?:/[A-Za-z]*|\(PCI\))*)$")
-_P2P = re.compile(r"^P2P/(IPC|CUMEM|MNNVL|direct pointer|indirect/\d+\[\w+\])((?:/\w*)*)$")
-_NET_FLAGS = {"/GDRDMA", "/Shared", "(PCI)"}
-_FLAG = re.compile(r"/[A-Za-z]*|\(PCI\)")
-_COLLNET = re.compile(r"^COLLNET/(.+?)/(\d+)")
 _FAMILIES = (
     ("GPUDirectTCPX", "TCPX"), ("FasTrak", "TCPXO"), ("TCPXO", "TCPXO"), ("gIB", "gIB"), ("IBext", "IBext"),
     ("FastSocket", "FastSocket"), ("Socket", "Socket"),  # Google's Fast Socket is a TCP plugin of its own
@@ -38,61 +29,18 @@ _DISABLES = {
 
 
 def connections(state: LogState) -> tuple[Connection, ...]:
-    """Fold every counted connection line into one row per (host, rank, peer, path)."""
+    """Fold every counted connection key into one row per (host, rank, peer, path)."""
     rows: dict[tuple, list] = {}
-    whos: dict[bytes, tuple[str | None, int | None]] = {}
-    for (who, rest), (count, ev) in state.conn_raw.items():
-        if who not in whos:
-            whos[who] = _who(who)
-        row = _row(rest.decode("utf-8", "replace"), whos[who][0], ev)
+    for (place, rest), (count, ev) in state.conn_raw.items():
+        row = channel.row(place, rest, ev)
         if row is None:
             continue
-        key = (row.host, whos[who][1], row.rank, row.peer, row.transport, row.direction, row.nic, row.gdr,
-               row.proxy_rank, row.flags)
+        key = (row.host, row.rank, row.peer, row.transport, row.direction, row.nic, row.gdr, row.proxy_rank,
+               row.flags)
         entry = rows.setdefault(key, [row, 0])
         entry[1] += count
-    out = [Connection(**{**_fields(row), "channels": n}) for row, n in rows.values()]
+    out = [replace(row, channels=n) for row, n in rows.values()]
     return tuple(sorted(out, key=lambda c: (c.host or "", c.rank, c.peer, c.transport, c.direction or "")))
-
-
-def _fields(row: Connection) -> dict:
-    return {name: getattr(row, name) for name in Connection.__dataclass_fields__}
-
-
-def _who(who: bytes) -> tuple[str | None, int | None]:
-    rec = prefix.split(prefix.clean(who.decode("utf-8", "replace") + " NCCL INFO x"))
-    return (rec.host, rec.pid) if rec else (None, None)
-
-
-def _row(rest: str, host: str | None, ev: Evidence) -> Connection | None:
-    found = _CONN.match(rest)
-    if found is None:
-        return None
-    src, dst, direction, via = int(found[1]), int(found[2]), found[3], found[4]
-    rank, peer = (dst, src) if direction == "receive" else (src, dst)
-    transport, nic, gdr, proxy, flags = _via(via)
-    return Connection(rank, peer, transport, direction, host, nic, gdr, proxy, flags, 1, ev)
-
-
-def _via(via: str) -> tuple[str, int | None, bool | None, int | None, tuple[str, ...]]:
-    net = _NET.match(via)
-    if net:
-        tokens = _FLAG.findall(net[4])
-        flags = tuple(f for f in ("Shared", "PCI") if f in net[4])
-        proxy = int(net[3]) if net[3] else None
-        # a line cut inside its flags ("/GDR") cannot say whether GDR was used
-        gdr = "/GDRDMA" in tokens if all(t in _NET_FLAGS for t in tokens) else None
-        return f"NET/{net[1]}", int(net[2]), gdr, proxy, flags
-    p2p = _P2P.match(via)
-    if p2p:
-        kind = p2p[1].split(" ")[0].split("/")[0]
-        return f"P2P/{kind}", None, None, None, tuple(f for f in p2p[2].split("/") if f)
-    if via.startswith("SHM") or via == "direct shared memory":
-        return "SHM", None, None, None, ()
-    coll = _COLLNET.match(via)
-    if coll:
-        return f"COLLNET/{coll[1]}", int(coll[2]), None, None, ()
-    return via, None, None, None, ()
 
 
 def intra_node(state: LogState, conns: tuple[Connection, ...]) -> tuple[str, ...]:

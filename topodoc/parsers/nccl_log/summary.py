@@ -26,26 +26,30 @@ from topodoc.logmodel import (
     LogSummary,
     RankInfo,
 )
-from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers import nccl_log_plugins as plugin_lines
-from topodoc.parsers.nccl_log_derive import (
+from topodoc.parsers.nccl_log import errors
+from topodoc.parsers.nccl_log import plugins as plugin_lines
+from topodoc.parsers.nccl_log.derive import (
     connections,
     decide_gdr,
     decide_transport,
     env_settings,
     intra_node,
 )
-from topodoc.parsers.nccl_log_facts import bus_id
-from topodoc.parsers.nccl_log_state import LogState
+from topodoc.parsers.nccl_log.facts import bus_id
+from topodoc.parsers.nccl_log.state import LogState
+
+RANK_ROWS = 4096  # rank table rows written (whole communicators, the biggest first); the rest are counted
+PIDS_LISTED = 64  # pids listed per host; a note says how many there were
 
 
 def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     conns = connections(state)
     ranks = _ranks(state)
-    hosts = _hosts(state, conns, ranks)
-    nnodes, nodes_ev = _nnodes(state, hosts, ranks, conns)
+    index = _HostIndex(state, conns, ranks)
+    hosts = _hosts(state, index, ranks)
+    nnodes, nodes_ev = _nnodes(state, hosts, ranks, conns, index)
     env = env_settings(state)
-    nodes_min, min_ev = (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, ranks, conns, env)
+    nodes_min, min_ev = (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, conns, env, index)
     transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes, nodes_ev)
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
@@ -67,18 +71,56 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
         errors=errs, env={e.name: e.value for e in env},
         evidence=_distinct(evidence),
-        notes=_notes(state),
+        notes=_notes(state, index) + _rank_note(ranks),
     )
     return LogAnalysis(
-        summary=summary, inputs=stats, hosts=hosts, ranks=ranks, communicators=_communicators(state, ranks),
+        summary=summary, inputs=stats, hosts=hosts, ranks=_rank_rows(ranks),
+        communicators=_communicators(state, ranks),
         connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs, plugins=plugins,
     )
 
 
-def _notes(state: LogState) -> tuple[str, ...]:
-    if not state.ranks_dropped:
+def _rank_rows(ranks: tuple[RankInfo, ...]) -> tuple[RankInfo, ...]:
+    """The rank table as written: whole communicators, biggest first, up to RANK_ROWS rows (a job
+    restarted hundreds of times has a communicator per restart; ``communicators`` lists every one). A
+    first communicator bigger than that is cut at RANK_ROWS."""
+    if len(ranks) <= RANK_ROWS:
+        return ranks
+    end = 0
+    while end < len(ranks):
+        stop = end
+        while stop < len(ranks) and ranks[stop].comm == ranks[end].comm:
+            stop += 1
+        if stop > RANK_ROWS:
+            return ranks[: end or RANK_ROWS]
+        end = stop
+    return ranks
+
+
+def _rank_note(ranks: tuple[RankInfo, ...]) -> tuple[str, ...]:
+    kept = _rank_rows(ranks)
+    if len(kept) == len(ranks):
         return ()
-    return (f"rank table capped at {len(state.ranks)} (process, communicator) entries; "
+    comms = len({r.comm for r in ranks}) - len({r.comm for r in kept})
+    return (f"rank table lists {len(kept)} of {len(ranks)} (rank, communicator) rows; the rows of {comms} "
+            "more communicators are folded into the communicators table",)
+
+
+def _notes(state: LogState, index: _HostIndex) -> tuple[str, ...]:
+    many = sorted((count, host or "") for host, count in index.pid_counts.items() if count > PIDS_LISTED)
+    notes: tuple[str, ...] = ()
+    if many:
+        notes = (f"{len(many)} host(s) ran more than {PIDS_LISTED} NCCL processes (up to {many[-1][0]}, on "
+                 f"{many[-1][1]}; a restarted job): the first {PIDS_LISTED} pids of each are listed",)
+    if state.conns_dropped:
+        notes += (f"connection table capped at {len(state.conn_raw)} distinct lines; {state.conns_dropped} "
+                  "connection lines with other keys were counted but not tabulated",)
+    if state.procs_dropped:
+        notes += (f"process table capped at {len(state.procs)} (host, pid) pairs; {state.procs_dropped} NCCL "
+                  "lines of later processes were read but their pids not listed",)
+    if not state.ranks_dropped:
+        return notes
+    return notes + (f"rank table capped at {len(state.ranks)} (process, communicator) entries; "
             f"{state.ranks_dropped} later Init lines were counted but not tabulated",)
 
 
@@ -159,23 +201,52 @@ def _communicators(state: LogState, ranks: tuple[RankInfo, ...]) -> tuple[Commun
     return tuple(out)
 
 
-def _hosts(state: LogState, conns, ranks) -> tuple[HostSummary, ...]:
-    names = {p[0] for p in state.procs} | {c.host for c in conns} | {r.host for r in ranks}
-    names |= {t[0] for t in state.test_ranks.values()}
-    out, world = [], _world(ranks)
+class _HostIndex:
+    """Each per-host question answered from one pass over each table (not hosts x rows rescans)."""
+
+    def __init__(self, state: LogState, conns, ranks) -> None:
+        self.devices: dict[str | None, dict[str, list]] = {}
+        for d in state.devices.values():
+            self.devices.setdefault(d.host, {}).setdefault(d.role, []).append(d)
+        self.pids: dict[str | None, set[int]] = {}
+        for host, pid in state.procs:
+            if pid is not None:
+                self.pids.setdefault(host, set()).add(pid)
+        self.pid_counts = {host: len(pids) for host, pids in self.pids.items()}
+        self.versions: dict[str | None, list] = {}
+        for (host, version), (_count, ev) in state.versions.items():
+            self.versions.setdefault(host, []).append((version, ev))
+        world = _world(ranks)
+        self.ranks: dict[str | None, list[RankInfo]] = {}
+        for r in ranks:
+            self.ranks.setdefault(r.host, []).append(r)
+        self.world_ranks = {h: {r.rank for r in rs if r.nranks == world} for h, rs in self.ranks.items()}
+        self.conns: dict[str | None, list] = {}
+        for c in conns:
+            self.conns.setdefault(c.host, []).append(c)
+        self.tests: dict[str, list[Evidence]] = {}
+        for host, _pid, ev in state.test_ranks.values():
+            self.tests.setdefault(host, []).append(ev)
+
+    def role(self, host: str | None, role: str) -> list:
+        return self.devices.get(host, {}).get(role, [])
+
+
+def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]:
+    names = set(state.host_lines) | set(index.conns) | set(index.ranks) | set(index.tests)
+    out = []
     for name in sorted(n for n in names if n):
-        boot = {d.address for d in state.devices.values() if d.host == name and d.role == "bootstrap"}
-        oob = {d.address for d in state.devices.values() if d.host == name and d.role == "oob"}
+        boot = {d.address for d in index.role(name, "bootstrap")}
+        oob = {d.address for d in index.role(name, "oob")}
         machines = len((boot or oob) | set(state.ray_ips.get(name, {})))
         out.append(HostSummary(
             name=name, machines=max(1, machines),
-            pids=tuple(sorted({p[1] for p in state.procs if p[0] == name and p[1] is not None})),
-            ranks=tuple(sorted({r.rank for r in ranks if r.host == name and r.nranks == world})),
+            pids=tuple(sorted(index.pids.get(name, ())))[:PIDS_LISTED],
+            ranks=tuple(sorted(index.world_ranks.get(name, ()))),
             addresses=tuple(sorted(state.addresses.get(name, {}))),
-            nccl_versions=tuple(sorted({v for (h, _p), (v, _e) in state.versions.items() if h == name})),
-            hcas=tuple(sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values()
-                               if d.host == name and d.role == "hca"})),
-            gdr=_host_gdr(conns, name),
+            nccl_versions=tuple(sorted({v for v, _ev in index.versions.get(name, ())})),
+            hcas=tuple(sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in index.role(name, "hca")})),
+            gdr=_host_gdr(index.conns.get(name, ())),
         ))
     return tuple(out)
 
@@ -184,12 +255,12 @@ def _world(ranks) -> int:
     return max((r.nranks for r in ranks), default=0)
 
 
-def _host_gdr(conns, name: str) -> bool | None:
-    flags = {c.gdr for c in conns if c.host == name and c.transport.startswith("NET/") and c.gdr is not None}
+def _host_gdr(conns) -> bool | None:
+    flags = {c.gdr for c in conns if c.transport.startswith("NET/") and c.gdr is not None}
     return flags.pop() if len(flags) == 1 else (None if not flags else False)
 
 
-def _nnodes(state: LogState, hosts, ranks, conns) -> tuple[int | None, tuple[Evidence, ...]]:
+def _nnodes(state: LogState, hosts, ranks, conns, index: _HostIndex) -> tuple[int | None, tuple]:
     """Nodes from NCCL's own counts (nNodes, nranks / localRanks) and from the machines seen. Machines
     seen alone are only a lower bound when the log shows some ranks of a bigger communicator."""
     candidates: list[tuple[int, Evidence | None]] = [(n, ev) for n, ev in state.nnodes.items()]
@@ -212,11 +283,11 @@ def _nnodes(state: LogState, hosts, ranks, conns) -> tuple[int | None, tuple[Evi
     best = max(n for n, _ev in candidates)
     evidence = tuple(ev for n, ev in candidates if n == best and ev is not None)
     if not evidence:
-        evidence = tuple(_host_evidence(state, hosts))
+        evidence = tuple(_host_evidence(state, hosts, index, full=False))
     return best, evidence
 
 
-def _nnodes_min(state: LogState, hosts, ranks, conns, env) -> tuple[int | None, tuple[Evidence, ...]]:
+def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[int | None, tuple]:
     """A lower bound when the total is unknown: the machines the log shows (host names, several
     bootstrap addresses under one name), and at least 2 when ranks connect over the network."""
     seen = sum(h.machines for h in hosts)
@@ -225,7 +296,7 @@ def _nnodes_min(state: LogState, hosts, ranks, conns, env) -> tuple[int | None, 
         return 2, net
     if not seen:
         return None, ()
-    return seen, tuple(_host_evidence(state, hosts, ranks, conns))
+    return seen, tuple(_host_evidence(state, hosts, index, full=True))
 
 
 def _net_lines(conns, env: tuple[EnvSetting, ...]) -> tuple[Evidence, ...]:
@@ -236,23 +307,26 @@ def _net_lines(conns, env: tuple[EnvSetting, ...]) -> tuple[Evidence, ...]:
     return tuple(c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence)[:2]
 
 
-def _host_evidence(state: LogState, hosts, ranks=(), conns=()) -> list[Evidence]:
-    """Lines of each machine: its bootstrap addresses, else one line that names the host."""
+def _host_evidence(state: LogState, hosts, index: _HostIndex, full: bool) -> list[Evidence]:
+    """Lines of each machine (the first 16): its bootstrap addresses, else one line that names the host
+    (``full``: a rank or connection line counts too)."""
     out = []
     for host in hosts:
-        boot = [d.evidence for d in state.devices.values() if d.host == host.name and d.role == "bootstrap"]
-        boot = [ev for ev in boot if ev is not None]
-        out.extend(boot or _host_line(state, host.name, ranks, conns)[:1])
+        boot = [d.evidence for d in index.role(host.name, "bootstrap") if d.evidence is not None]
+        out.extend(boot or _host_line(state, host.name, index, full)[:1])
+        if len(out) >= 16:
+            break
     return out[:16]
 
 
-def _host_line(state: LogState, name: str, ranks, conns) -> list[Evidence]:
+def _host_line(state: LogState, name: str, index: _HostIndex, full: bool) -> list[Evidence]:
     """The host's version line, else the first line of it that says anything."""
-    found = [ev for (h, _p), (_v, ev) in state.versions.items() if h == name]
+    found = [ev for _v, ev in index.versions.get(name, ())]
     found += list(state.addresses.get(name, {}).values())[:1]
-    found += [r.evidence for r in ranks if r.host == name and r.evidence][:1]
-    found += [c.evidence for c in conns if c.host == name and c.evidence][:1]
-    found += [ev for host, _pid, ev in state.test_ranks.values() if host == name][:1]
+    if full:
+        found += [r.evidence for r in index.ranks.get(name, ()) if r.evidence][:1]
+        found += [c.evidence for c in index.conns.get(name, ()) if c.evidence][:1]
+    found += index.tests.get(name, [])[:1]
     return found + ([state.host_lines[name]] if name in state.host_lines else [])
 
 
@@ -261,12 +335,22 @@ def _test_nranks(state: LogState) -> int | None:
 
 
 def _versions(state: LogState) -> tuple[str | None, tuple[str, ...], tuple[Evidence, ...]]:
-    counts = Counter(v for v, _ev in state.versions.values()) + Counter(v for v, _ev in state.bare_versions)
+    counts: Counter = Counter()
+    for (_host, version), (count, _ev) in state.versions.items():
+        counts[version] += count
+    for version, (count, _ev) in state.bare_versions.items():
+        counts[version] += count
     if not counts:
         return None, (), ()
     best = counts.most_common(1)[0][0]
-    first = [ev for v, ev in list(state.versions.values()) + state.bare_versions if v == best][:1]
+    first = [ev for v, ev in _version_lines(state) if v == best][:1]
     return best, tuple(sorted(counts, key=_version_key)), tuple(first)
+
+
+def _version_lines(state: LogState) -> list[tuple[str, Evidence]]:
+    """(version, first line) of each host's version, then of the bare version lines, in order seen."""
+    out = [(version, ev) for (_host, version), (_n, ev) in state.versions.items()]
+    return out + [(version, ev) for version, (_n, ev) in state.bare_versions.items()]
 
 
 def _version_key(text: str) -> tuple[int, ...]:
@@ -301,9 +385,8 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
 
 
 def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:
-    seen = list(state.versions.items()) + [((None, None), item) for item in state.bare_versions]
     first = {}
-    for _proc, (version, ev) in seen:
+    for version, ev in _version_lines(state):
         first.setdefault(version, ev)
     ev = min(first.values(), key=lambda e: (e.file, e.line))
     where = "; ".join(f"{v} at {first[v].file}:{first[v].line}" for v in versions)

@@ -1,7 +1,7 @@
 """The line grammar: one small handler per NCCL message family, dispatched on the message's first word.
 
-Each handler reads one :class:`~topodoc.parsers.nccl_log_prefix.Record` and adds what it proves to a
-:class:`~topodoc.parsers.nccl_log_state.LogState`. Formats and their version history: REFERENCE.md §1.2
+Each handler reads one :class:`~topodoc.parsers.nccl_log.prefix.Record` and adds what it proves to a
+:class:`~topodoc.parsers.nccl_log.state.LogState`. Formats and their version history: REFERENCE.md §1.2
 (version), §1.4-§1.9 (network selection, NET/IB, Socket, plugins, OFI, GCP), §1.11-§1.13 (NVLS, GDR, Init),
 §2 (environment echo).
 """
@@ -12,17 +12,22 @@ import re
 
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
-from topodoc.parsers import nccl_log_errors as errors
-from topodoc.parsers import nccl_log_plugins as plugins
-from topodoc.parsers.nccl_log_prefix import Record
-from topodoc.parsers.nccl_log_state import LogState, RankEntry
+from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log.prefix import Record
+from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
+PROC_LIMIT = 65536  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_IB_DEV = re.compile(r"\[(\d+)\](?:=\{\[\d+\])? ?([\w.-]+):(?:uverbs\d+:)?(\d+)(?::\d*)*/(\w+)")
-_OOB = re.compile(r"OOB ([^\s:]+):(\S+?)<\d+>")
-_IFACE = re.compile(r"\[(\d+)\]([^\s:]+):(\S+?)<\d+>")
-_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d+\])?([^\s:]+):(\S+?)<\d+>")
+# every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
+_IB_DEV = re.compile(
+    r"\[(\d{1,6})\](?:=\{\[\d{1,6}\])? ?([\w.-]{1,64}):(?:uverbs\d{1,4}:)?(\d{1,4})(?::\d{0,9}){0,4}"
+    r"/(\w{1,16})"
+)
+_ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
+_OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
+_IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
+_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d{1,6}\])?([^\s:]{1,64}):" + _ADDR)
 _KV = re.compile(
     r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
 )
@@ -44,7 +49,10 @@ _INFO_ERROR_KEYS = (
 def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     """Add what one NCCL record proves to ``state``."""
     proc = (rec.host, rec.pid)
-    state.procs[proc] += 1
+    if proc in state.procs or len(state.procs) < PROC_LIMIT:
+        state.procs[proc] += 1
+    else:
+        state.procs_dropped += 1
     if rec.host not in state.host_lines:
         state.host_lines[rec.host] = ev
     if rec.launcher_ip and rec.host:
@@ -64,6 +72,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler = _env
     elif handler is None and word.startswith("NET/"):
         handler = _net_other
+    if handler is None and rec.pid is None and channel.BARE_TEXT.match(msg):
+        handler = _connection  # a bare connection line: "3[3d000] -> 11[3d000] [receive] via NET/IB/1"
     if handler is not None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
@@ -86,10 +96,13 @@ def _version(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _VERSION.search(rec.msg)
     if not found:
         return
-    if rec.pid is None:
-        state.bare_versions.append((found[1], ev))
+    bare = rec.pid is None
+    table, key = (state.bare_versions, found[1]) if bare else (state.versions, (rec.host, found[1]))
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [1, ev]
     else:
-        state.versions.setdefault((rec.host, rec.pid), (found[1], ev))
+        entry[0] += 1
 
 
 def _cuda_driver(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -236,11 +249,13 @@ def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _connection(state: LogState, rec: Record, ev: Evidence) -> None:
-    at = rec.msg.find(" : ")
-    if " via " in rec.msg and at > 0:
-        who = f"{rec.host or ''}:{rec.pid if rec.pid is not None else ''}:0 [{rec.dev}]".encode()
-        entry = state.conn_raw.setdefault((who, rec.msg[at + 3 :].encode()), [0, ev])
-        entry[0] += 1
+    key = channel.key_of(rec.host, rec.dev, rec.msg)
+    if key is not None:
+        entry = state.conn_raw.get(key)
+        if entry is None:
+            state.new_conn(key, 1, ev)
+        else:
+            entry[0] += 1
 
 
 def _device(state: LogState, device: NetDevice) -> None:

@@ -2,7 +2,8 @@
 
 NCCL prints ``HOST:PID:TID [CUDADEV] NCCL INFO <msg>`` (REFERENCE.md §1.1); WARN lines add
 ``FILE:LINE [(FUNC)]`` before ``NCCL WARN`` and, from 2.26, a ``[YYYY-MM-DD HH:MM:SS]`` timestamp;
-NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare. Launchers add their own
+NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare; users paste lines with the
+prefix trimmed (``NCCL INFO Using network IB``): a record with no host, pid or device. Launchers add their own
 decoration in front: ``[rank3]:`` (torchrun), ``0: `` (``srun --label``), ``[1,7]<stdout>:`` (mpirun
 ``--tag-output``), ``host: `` (pdsh), ``(RayWorkerWrapper pid=..., ip=...)`` (Ray), CloudWatch
 ``| timestamp |`` columns, ISO/k8s timestamps, ANSI colours. :func:`split` finds the record wherever it
@@ -16,17 +17,26 @@ from typing import NamedTuple
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 _LEAD_TIME = re.compile(
-    r"^\s*(?:\|\s*)?\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"
+    r"^\s{0,64}(?:\|\s{0,64})?\d{4}-\d\d-\d\d[T ][\d:.,]{1,40}(?:Z|[+-]\d\d:?\d\d)?\s{0,64}(?:\|\s{0,64})?"
 )
+# Linear on any line: a host may only start where a run of host characters starts and a pid where a run
+# of digits starts (the lookbehinds), so a 200k-character token is walked once, not once per position;
+# the text between the prefix and the level is bounded.
+_HOST = r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{0,255}):"
 _RECORD = re.compile(
-    r"(?:(?P<host>[^\s:\[\]|()]*):)?(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-    r"(?P<mid>.*?)(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)"
+    rf"(?:{_HOST})?(?<!\d)(?P<pid>\d{{1,12}}):(?P<tid>\d{{1,20}}) \[(?P<dev>\d{{1,6}})\] "
+    r"(?P<mid>[^\n]{0,400}?)(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)"
 )
-_OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d+)\] (?:NCCL )?(?P<level>INFO|WARN) (?P<msg>.*)")
-_CALL = re.compile(r"(?P<host>[^\s:\[\]|()]*):(?P<pid>\d+):(?P<tid>\d+) NCCL CALL (?P<msg>.*)")
+_OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d{1,6})\] (?:NCCL )?(?P<level>INFO|WARN) (?P<msg>.*)")
+# a record whose "host:pid:tid [dev]" prefix the user trimmed: "NCCL INFO ..." / "NCCL WARN ..." at the start
+# of the line (after a launcher's rank label at most)
+_TRIMMED = re.compile(
+    r"^\s{0,16}(?:\[rank\d{1,6}\]:\s{0,4}|\d{1,6}:\s{1,4})?NCCL (?P<level>INFO|WARN) (?P<msg>.*)"
+)
+_CALL = re.compile(rf"{_HOST}(?P<pid>\d{{1,12}}):(?P<tid>\d{{1,20}}) NCCL CALL (?P<msg>.*)")
 _BARE_VERSION = re.compile(r"NCCL version \d+\.\d+\.\d+\S*\+cuda")
-_RAY_IP = re.compile(r"\(\w+ pid=\d+, ip=(?P<ip>[\d.]+)(?:, [^)]*)?\)")
-_TAIL_DUP = re.compile(r" \| [^\s|]*:\d+:\d+ \[\d+\] ")
+_RAY_IP = re.compile(r"\(\w{1,64} pid=\d{1,12}, ip=(?P<ip>[\d.]{1,64})(?:, [^)]{0,256})?\)")
+_TAIL_DUP = re.compile(r" \| [^\s|:]{0,255}:\d{1,12}:\d{1,20} \[\d{1,6}\] ")
 
 
 class Record(NamedTuple):
@@ -80,6 +90,9 @@ def _split_rare(text: str) -> Record | None:
     old = _OLD_RECORD.search(text)
     if old:
         return Record(None, None, int(old["dev"]), old["level"], old["msg"].rstrip())
+    trimmed = _TRIMMED.match(text)
+    if trimmed:
+        return Record(None, None, None, trimmed["level"], trimmed["msg"].rstrip())
     bare = _BARE_VERSION.search(text)  # "+cuda" sets it apart from PyTorch's "..., NCCL version 2.20.5"
     if bare:
         return Record(None, None, None, "VERSION", text[bare.start() :].rstrip())

@@ -1,4 +1,4 @@
-"""The mutable accumulator the log scanner fills, line by line; :mod:`nccl_log_summary` freezes it.
+"""The mutable accumulator the log scanner fills, line by line; :mod:`.summary` freezes it.
 
 Everything is keyed so that memory depends on the job's size (processes, ranks, peers, devices), not on
 the log's: repeated lines only bump counters and keep the first line as evidence.
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 65536
+CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
 Proc = tuple  # (host or None, pid or None)
 
 
@@ -40,8 +41,10 @@ class RankEntry:
 class LogState:
     """Facts gathered so far. Keys hold the first evidence; counters hold how many lines agreed."""
 
-    versions: dict[Proc, tuple[str, Evidence]] = field(default_factory=dict)
-    bare_versions: list[tuple[str, Evidence]] = field(default_factory=list)
+    # (host, version) -> [lines, first line]: NCCL prints its version once per process, so the count is
+    # the processes' (kept per host, not per pid: a job restarted a hundred times adds no entries)
+    versions: dict[tuple[str | None, str], list] = field(default_factory=dict)
+    bare_versions: dict[str, list] = field(default_factory=dict)  # version -> [lines, first line]
     cuda_driver: dict[int, Evidence] = field(default_factory=dict)
     networks: dict[str, list] = field(default_factory=dict)  # name -> [processes that said it, first line]
     plugins: dict[str, Evidence] = field(default_factory=dict)  # "sharp", "family:FasTrak", ...
@@ -67,7 +70,16 @@ class LogState:
     host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
+    procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
+    conns_dropped: int = 0  # connection lines with a key past the connection-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+
+    def new_conn(self, key: tuple[bytes, bytes], count: int, ev: Evidence) -> None:
+        """A connection key seen for the first time (``count`` lines, the first of them ``ev``)."""
+        if len(self.conn_raw) < CONN_LIMIT:
+            self.conn_raw[key] = [count, ev]
+        else:
+            self.conns_dropped += count
 
     def seen(self, host: str | None, msg: str) -> bool:
         """True when this host already printed this exact message (a bounded cache, so a rare miss is

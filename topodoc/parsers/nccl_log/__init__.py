@@ -2,17 +2,19 @@
 
 Public API:
 
-- ``analyze(inputs) -> LogAnalysis``: ``inputs`` is a list of paths (``.gz`` is read through gzip, ``-``
-  is stdin) or ``(name, binary stream)`` pairs; each keeps its own name for ``file:line`` evidence.
+- ``analyze(inputs, extra_literals=()) -> LogAnalysis``: ``inputs`` is a list of paths (``.gz`` is read
+  through gzip, ``-`` is stdin) or ``(name, binary stream)`` pairs; each keeps its own name for
+  ``file:line`` evidence; ``extra_literals`` are prefilter strings (the failure catalogue's).
 - ``analyze_text(text, name="<text>") -> LogAnalysis`` for tests.
 - :class:`NoNcclLinesError` when no input holds a single NCCL line.
 
-The reader (:mod:`nccl_log_scan`) streams binary blocks and does the per-line work in C; lines are
-decoded as UTF-8 with ``errors="replace"``. For a large regular file a second process sorts each block's
-records (:mod:`nccl_log_plan`) while this one reads them; the result is the same as in one process.
-The grammar is :mod:`nccl_log_prefix` (prefixes and launcher decorations), :mod:`nccl_log_facts`
-(messages), :mod:`nccl_log_errors` (the error catalogue); the result is frozen by :mod:`nccl_log_summary`
-and :mod:`nccl_log_derive`. Output schema: :mod:`topodoc.logmodel`.
+The reader (:mod:`.scan`) streams blocks of whole lines split on `` NCCL INFO ``; :mod:`.plan` drops the
+records with nothing to learn and counts connection lines under their :mod:`.channel` keys, and what is
+left is read by the full grammar, once per distinct prefix and message; lines are decoded as UTF-8 with
+``errors="replace"``, lines over ``scan.LINE_LIMIT`` read by their two ends and counted.
+The grammar is :mod:`.prefix` (prefixes and launcher decorations), :mod:`.facts`
+(messages), :mod:`.errors` (the error catalogue); the result is frozen by :mod:`.summary`
+and :mod:`.derive`. Output schema: :mod:`topodoc.logmodel`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,9 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
-from topodoc.parsers import nccl_log_scan
-from topodoc.parsers.nccl_log_plan import worker_plans
-from topodoc.parsers.nccl_log_scan import Scanner
-from topodoc.parsers.nccl_log_state import LogState
-from topodoc.parsers.nccl_log_summary import build
+from topodoc.parsers.nccl_log.scan import Scanner
+from topodoc.parsers.nccl_log.state import LogState
+from topodoc.parsers.nccl_log.summary import build
 
 Input = str | tuple[str, BinaryIO]
 
@@ -42,10 +42,18 @@ class NoNcclLinesError(LogInputError):
     """None of the inputs contains an NCCL line."""
 
 
-def analyze(inputs: Iterable[Input]) -> LogAnalysis:
-    """Stream every input through one :class:`LogState` and freeze the result."""
+def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogAnalysis:
+    """Stream every input through one :class:`LogState` and freeze the result.
+
+    ``extra_literals``: strings that make a line worth the full grammar wherever they appear in it (the
+    failure catalogue's prefilters: a signature whose lines hold none of NCCL's own keywords names its
+    literal here). An NCCL record holding one is read by the grammar even when its first word is not one
+    the scanner looks for; any other line holding one is read as an error line (classified by
+    :func:`.errors.classify`, like a PyTorch or CUDA error line). Connection lines and the records the
+    fast path drops (collective calls, trees, ring orders) are never searched for them."""
     state = LogState()
-    stats = [_scan_input(state, item) for item in inputs]
+    extra = tuple(extra_literals)
+    stats = [_scan_input(state, item, extra) for item in inputs]
     if not any(s.nccl_lines for s in stats):
         names = ", ".join(s.name for s in stats) or "no input"
         raise NoNcclLinesError(f"no NCCL lines found in {names}")
@@ -112,22 +120,15 @@ def analyze_text(text: str, name: str = "<text>") -> LogAnalysis:
     return analyze([(name, io.BytesIO(text.encode("utf-8", "surrogateescape")))])
 
 
-def _scan_input(state: LogState, item: Input) -> InputStats:
+def _scan_input(state: LogState, item: Input, extra: tuple[str, ...] = ()) -> InputStats:
     if isinstance(item, tuple):
-        return Scanner(state, item[0]).run(utf8_stream(item[1]))
+        return Scanner(state, item[0], extra).run(utf8_stream(item[1]))
     if item == "-":
-        return Scanner(state, "<stdin>").run(utf8_stream(sys.stdin.buffer))
+        return Scanner(state, "<stdin>", extra).run(utf8_stream(sys.stdin.buffer))
     opener = gzip.open if item.endswith(".gz") else open
     try:
         with opener(item, "rb") as raw:
-            stream = utf8_stream(raw)
-            plain = stream is raw and not item.endswith(".gz")
-            plans = worker_plans(item, nccl_log_scan.CHUNK_BYTES) if plain else None
-            try:
-                return Scanner(state, item).run(stream, plans)
-            finally:
-                if plans is not None:
-                    plans.close()  # stops the planning process if reading ended early
+            return Scanner(state, item, extra).run(utf8_stream(raw))
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise LogInputError(f"{item}: {reason}") from err

@@ -4,29 +4,31 @@ Most of a big ``NCCL_DEBUG=INFO`` log is ring/tree lines and ``Channel ... via .
 every rank for every communicator. :func:`plan` sorts a block's records (the pieces of
 ``block.split(b" NCCL INFO ")``) into three kinds: lines with nothing to learn (skipped), connection lines
 alone on their line (counted under their key, with the index of the first one), and the rest (listed for
-:class:`~topodoc.parsers.nccl_log_scan.Scanner` to read). A plan depends on the block's bytes only, so for
-a large regular file a second process can make the plans while this one reads (:func:`worker_plans`):
-the two cores of a small machine then share the work, and the result is the same as in one process.
+:class:`~topodoc.parsers.nccl_log.scan.Scanner` to read). Collective calls (``AllReduce: opCount ...``)
+are dropped with tree and ring-order lines. (A second process that made the plans was measured to give
+nothing on a busy 2-core machine: removed.)
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
-PARALLEL_BYTES = 64 << 20  # smaller files are read in one process: starting a second costs ~20 ms
+from topodoc.parsers.nccl_log import channel
+
 INFO = b" NCCL INFO "
 NL = b"\n"
 # first four bytes of a record -> True: never a connection line; False: a connection only with one arrow
 _HEADS = {b"Tree": True, b"Patt": True, b"Ring": False}
-CONN_WORDS = (b"Channel", b"Ring")
+# collective calls logged with NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 3f sendbuff ..."): nothing to learn
+_HEADS.update(dict.fromkeys(
+    (b"AllR", b"AllG", b"Redu", b"Broa", b"Send", b"Recv", b"AllT", b"Gath", b"Scat", b"Allt"), True))
 # what a line outside INFO records needs to be worth a look: NCCL WARN/CALL/version lines, PyTorch's
 # ProcessGroupNCCL, "NCCL error", "ncclRemoteError:" and "Last error:" lines, nccl-tests' "Pid" lines; while
 # an input has shown no " NCCL INFO " record yet, also NCCL 2.1's "[0] INFO" / "[0] WARN" (each needle costs
 # a pass in C)
-KEYWORDS = (b"NCCL", b" Pid ", b"rror")  # "rror": ncclRemoteError:, Last error:
+# "rror": ncclRemoteError:, Last error:; "] via ": a connection line quoted without its prefix
+KEYWORDS = (b"NCCL", b" Pid ", b"rror", b"] via ")
 OLD_KEYWORDS = (*KEYWORDS, b"] INFO ", b"] WARN ")
 
 
@@ -39,13 +41,15 @@ class Plan(NamedTuple):
     hits: dict[int, bool]  # record to read followed by other lines -> one of them holds one of KEYWORDS
 
 
-def plan(pieces: list[bytes], old: bool) -> Plan:
+def plan(pieces: list[bytes], old: bool, keywords: tuple[bytes, ...] = KEYWORDS,
+         old_keywords: tuple[bytes, ...] = OLD_KEYWORDS) -> Plan:
     """Sort the records ``pieces[1:]`` of one block (``pieces[0]`` is the text before the first one);
-    ``old``: no earlier block held a record."""
+    ``old``: no earlier block held a record; ``keywords``: what makes a line outside the records worth a
+    look (:data:`KEYWORDS` and the scanner's extra literals)."""
     read: list[int] = []
     hits: dict[int, bool] = {}
     counted: dict[tuple[bytes, bytes], list[int]] = {}
-    prefixes: dict[bytes, bytes] = {}  # line start in front of a connection line -> conn_prefix()
+    prefixes: dict[bytes, bytes] = {}  # line start in front of a connection line -> channel.place()
     partial = False  # the record before ended without a newline: this one continues its line
     for i in range(1, len(pieces)):
         piece = pieces[i]
@@ -55,12 +59,12 @@ def plan(pieces: list[bytes], old: bool) -> Plan:
         nl = piece.find(NL)
         more = nl >= 0 and piece.find(NL, nl + 1) >= 0  # other lines follow the record's own
         alone = nl > 0 and not (more or partial)  # the only record of its line, and a record follows
-        if alone and piece.startswith(CONN_WORDS) and piece.find(b" via ", 0, nl) > 0:
+        if alone and piece.startswith(channel.WORDS) and piece.find(channel.VIA, 0, nl) > 0:
             prev = pieces[i - 1]
             tail = prev[prev.rfind(NL) + 1 :]
             front = prefixes.get(tail)
             if front is None:
-                front = prefixes[tail] = conn_prefix(tail)
+                front = prefixes[tail] = channel.place(tail)
             key = (front, piece[piece.find(b" : ", 0, nl) + 3 : nl])
             entry = counted.get(key)
             if entry is None:
@@ -68,11 +72,14 @@ def plan(pieces: list[bytes], old: bool) -> Plan:
             else:
                 entry[0] += 1
             continue
+        hit = more and has_keyword(piece, nl + 1, keywords)
+        if head and more and not (partial or hit):
+            continue  # a collective call or tree line followed by lines that hold nothing either
         partial = nl < 0
         read.append(i)
         if more:
-            hits[i] = has_keyword(piece, nl + 1, KEYWORDS)
-    first = has_keyword(pieces[0], 0, OLD_KEYWORDS if old else KEYWORDS)
+            hits[i] = hit
+    first = has_keyword(pieces[0], 0, old_keywords if old else keywords)
     size = sum(map(len, pieces)) + len(INFO) * (len(pieces) - 1)  # the block's length
     return Plan((size, len(pieces)), read, counted, old, first, hits)
 
@@ -81,12 +88,6 @@ def has_keyword(data: bytes, start: int, needles: tuple[bytes, ...]) -> bool:
     """One of ``needles`` is in the whole lines of ``data`` from ``start`` on."""
     end = data.rfind(NL) + 1
     return any(data.find(k, start, end) >= 0 for k in needles)
-
-
-def conn_prefix(tail: bytes) -> bytes:
-    """The part of a line in front of `` NCCL INFO `` that keys a connection: its last two words."""
-    end = tail.rfind(b" ")
-    return tail[tail.rfind(b" ", 0, end) + 1 :]
 
 
 def read_blocks(stream: BinaryIO, chunk: int) -> Iterator[tuple[bytes, int]]:
@@ -102,53 +103,3 @@ def read_blocks(stream: BinaryIO, chunk: int) -> Iterator[tuple[bytes, int]]:
         yield block[:cut], len(data)  # empty when no line has ended yet
     if carry:
         yield carry + NL, 0
-
-
-def worker_plans(path: str, chunk: int) -> Generator[Plan | None, None, None] | None:
-    """Plans for ``path``'s blocks made by a second process, or None where that would not pay off."""
-    try:
-        if os.path.getsize(path) < PARALLEL_BYTES or (os.cpu_count() or 1) < 2:
-            return None
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork")
-    except (OSError, ValueError):
-        return None
-    sys.stdout.flush()  # the child flushes what it inherits when it exits
-    sys.stderr.flush()
-    receive, send = context.Pipe(duplex=False)
-    worker = context.Process(target=_work, args=(path, chunk, send), daemon=True)
-    worker.start()
-    send.close()
-    return _receive(receive, worker)
-
-
-def _receive(receive, worker) -> Generator[Plan | None, None, None]:
-    try:
-        while True:
-            try:
-                item = receive.recv()
-            except (EOFError, OSError):
-                item = None
-            yield item
-            if item is None:
-                return
-    finally:
-        receive.close()
-        worker.terminate()
-        worker.join()
-
-
-def _work(path: str, chunk: int, send) -> None:
-    try:
-        with open(path, "rb") as stream:
-            old = True
-            for block, _read in read_blocks(stream, chunk):
-                if block:
-                    pieces = block.split(INFO)
-                    send.send(plan(pieces, old))
-                    old = old and len(pieces) == 1
-    except OSError:
-        pass
-    send.send(None)
-    send.close()
