@@ -39,7 +39,8 @@ class CliResult:
 
 def run_cli(*args: str, input: str | bytes | None = None, env: dict | None = None, text: bool = True):
     """``python -m topodoc ARGS`` in this process through click's CliRunner: the same exit code, stdout
-    and stderr; an exception a real run would print as a traceback is raised here instead."""
+    and stderr; a bug inside a command is, as in a real run, ``topodoc: internal error: ...`` and exit 2
+    (set TOPODOC_DEBUG=1 to see its traceback on stderr)."""
     from click.testing import CliRunner
 
     from topodoc.cli import main

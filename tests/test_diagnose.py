@@ -154,7 +154,7 @@ def test_explain_prints_the_doc():
     assert out.returncode == 0
     for heading in ("## What it checks", "## Why it matters", "## How to fix", "## Example"):
         assert heading in out.stdout
-    assert "ECAP_ACS+0x6.w=0000" in out.stdout
+    assert "ECAP_ACS+0x6.w=0000:000c" in out.stdout
 
 
 @functools.cache

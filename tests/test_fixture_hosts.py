@@ -4,6 +4,7 @@ recording, and replaying the recording through the real collectors gives back th
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -16,11 +17,13 @@ HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 TOOLS = HOSTS.parent.parent / "tools" / "fixtures" / "hosts"  # build.py, regen.py, builder/
 sys.path.insert(0, str(TOOLS))
 
-from builder.machine import load  # noqa: E402
-
-import build  # noqa: E402
 from topodoc.probe.collect import collect  # noqa: E402
 from topodoc.probe.record import open_recording  # noqa: E402
+
+# by module name from tools/fixtures/hosts (a plain `import build` sorts differently wherever the
+# PyPA `build` package is installed)
+build = importlib.import_module("build")
+load = importlib.import_module("builder.machine").load
 
 NAMES = build.machine_names()
 

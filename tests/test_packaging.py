@@ -24,9 +24,9 @@ def wheel_files(tmp_path_factory) -> list[str]:
 
 
 def test_wheel_ships_no_builder_code(wheel_files):
-    examples = [f for f in wheel_files if f.startswith("topodoc/examples/")]
+    examples = [f for f in wheel_files if f.startswith("topodoc/_examples/")]
     assert any(f.endswith("/recording.tar.gz") for f in examples)
-    assert [f for f in examples if f.endswith(".py")] == ["topodoc/examples/__init__.py"]
+    assert [f for f in examples if f.endswith(".py")] == ["topodoc/_examples/__init__.py"]
     assert not [f for f in wheel_files if f.startswith("tools/") or "/builder/" in f]
 
 

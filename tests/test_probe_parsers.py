@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from topodoc.cpuset import CpuSet
 from topodoc.probe import pcicfg
 from topodoc.probe.hostinfo import parse_cpuinfo
 from topodoc.probe.kernel import iommu_mode, parse_nvidia_version
@@ -16,12 +17,13 @@ from topodoc.probe.reading import first_float, format_cpulist, parse_cpulist
 @given(st.sets(st.integers(0, 1023), max_size=200))
 def test_cpulist_round_trip(cpus):
     text = format_cpulist(sorted(cpus))
-    assert parse_cpulist(text) == sorted(cpus)
+    assert format_cpulist(parse_cpulist(text)) == text
+    assert parse_cpulist(text) == CpuSet.from_cpus(cpus)
 
 
 @pytest.mark.parametrize("text, cpus", [("0-3,8,10-11", [0, 1, 2, 3, 8, 10, 11]), ("5", [5]), ("", [])])
 def test_cpulist_kernel_spellings(text, cpus):
-    assert parse_cpulist(text) == cpus
+    assert parse_cpulist(text) == CpuSet.from_cpus(cpus)
 
 
 @given(st.binary(max_size=4096))

@@ -66,8 +66,9 @@ def test_link_chain_escape_is_refused(tmp_path):
     path = archive(tmp_path / "chain.tar.gz", [META, ("fs/l1", "sym", ".."), ("fs/l2", "sym", "l1/..")])
     dest = tmp_path / "out"
     dest.mkdir()
-    with pytest.raises(ArchiveError, match="leaves the archive"):
+    with pytest.raises(ArchiveError, match="leaving the archive: 'fs/l2'"):
         extract_archive(str(path), str(dest))
+    assert not os.listdir(dest)  # refused before anything was written
 
 
 def test_write_through_a_symlinked_directory_is_refused(tmp_path):
@@ -75,8 +76,9 @@ def test_write_through_a_symlinked_directory_is_refused(tmp_path):
     path = archive(tmp_path / "through.tar.gz", [META, ("fs/d", "sym", "."), ("fs/d/x", "file", b"ok")])
     dest = tmp_path / "out"
     dest.mkdir()
-    extract_archive(str(path), str(dest))  # "." stays inside: allowed, and lands inside
-    assert (dest / "fs" / "x").read_bytes() == b"ok"
+    with pytest.raises(ArchiveError, match="under a symlink member: 'fs/d/x'"):
+        extract_archive(str(path), str(dest))  # a recording never holds one: refused, not guessed
+    assert not os.listdir(dest)
 
 
 def test_oversized_member_is_refused():
@@ -124,21 +126,21 @@ def _tiny_recording(path, stamp: bytes):
 
 def test_replay_trees_go_to_tmpfs_unless_tmpdir_is_set(tmp_path, monkeypatch):
     """Extracting ~2,000 files to a VM disk took 1.6 s per --from; /dev/shm takes 0.2 s."""
-    from topodoc.probe import record
+    from topodoc.probe import scratch
 
     monkeypatch.delenv("TMPDIR", raising=False)
     expected = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    assert record.scratch_dir() == expected
+    assert scratch.scratch_dir() == expected
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    assert record.scratch_dir() is None
+    assert scratch.scratch_dir() is None
 
 
 def test_replay_falls_back_when_the_scratch_place_is_unusable(tmp_path, monkeypatch):
-    from topodoc.probe import record
+    from topodoc.probe import scratch
 
     not_a_dir = tmp_path / "plain-file"
     not_a_dir.write_text("x")
-    monkeypatch.setattr(record, "scratch_dir", lambda: str(not_a_dir))
+    monkeypatch.setattr(scratch, "scratch_dir", lambda: str(not_a_dir))
     host = open_recording(_tiny_recording(tmp_path / "tiny.tar.gz", b"fallback-test\n"))
     assert host.fs.read_text("/proc/cmdline") == "fallback-test\n"
 

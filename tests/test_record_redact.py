@@ -4,6 +4,7 @@ redacted recording still replays into a consistent snapshot."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import tarfile
 
@@ -11,10 +12,11 @@ from conftest import SECRETS, gpu_box, load_tape, make_tree
 from hypothesis import given
 from hypothesis import strategies as st
 
+from topodoc.probe.archive import Members
 from topodoc.probe.collect import collect
 from topodoc.probe.host import CommandResult, Host, RootFs, TapeNvml
 from topodoc.probe.record import open_recording, write_recording
-from topodoc.probe.redact import Redactor
+from topodoc.probe.redact import Redactor, redact_members
 
 
 class SmiRunner:
@@ -166,3 +168,93 @@ def test_recording_redacts_a_short_hostname_and_ipv6_in_every_member(tmp_path):
     assert b"fe80::1 " not in blob and b"8a2e:370:7334" not in blob and b"2001:db8:77::" not in blob
     snap = collect(open_recording(out))
     assert snap.host.hostname == "redacted-host" and "ipv6.gw=fe80::d0c:" in snap.kernel.cmdline
+
+
+# -- a host rich in identifiers: nothing it names survives --redact, in any member or spelling ---------
+
+FQDN = "gpu-node-0417.dc3.corp.example.net"
+CLUSTER = [0x5a, 0x1f, 0x3c, 0x77, 0x90, 0x12, 0x4e, 0x8b, 0xa3, 0x0d, 0x6c, 0x21, 0xfe, 0x44, 0x19, 0x02]
+CLUSTER_HEX = bytes(CLUSTER).hex()
+CLUSTER_TEXT = "-".join(CLUSTER_HEX[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+PXE_CMDLINE = (
+    f"BOOT_IMAGE=/vmlinuz-5.15.0-105-generic ro iommu=pt "
+    f"ip={SECRETS['ipv4']}::10.42.7.1:255.255.255.0:gpu-node-0417:eth0:off BOOTIF=01-b8-ce-f6-1a-2b-3c "
+    "ipa-api-url=http://ironic-conductor-02.dc3.corp.example.net:6385 ipa-agent-token=Zk9wP3sQ7vX2Lm "
+    "ipa-inspection-callback-url=https://10.9.8.7:5050/v1/continue "
+    "ironic_api_url=http://ironic-api.dc3.corp.example.net:6385 token=s3cr3tT0kenQ "
+    "systemd.hostname=GPU-NODE-0417 nfsroot=fileserver7.dc3.corp.example.net:/export/root "
+    "console=ttyS0,115200n8 root=UUID=3f2a9c1e-7b4d-4e8a-9c3f-1a2b3c4d5e6f\n"
+)
+
+
+class ChattyRunner:
+    """nvidia-smi output naming the machine every way a real one can: upper-case host name, the cluster
+    UUID as text, a 0x GUID, an undashed UUID, a serial."""
+
+    def run(self, argv, timeout):
+        out = (f"GPU0\t X \t0-3\t0\t\tN/A\nhost GPU-NODE-0417 ({FQDN})\nCluster UUID : {CLUSTER_TEXT}\n"
+               f"Node GUID: 0xb8cef603001a2b3c\nmachine {CLUSTER_HEX}\nSerial Number : {SECRETS['serial']}\n")
+        return CommandResult(argv, out, "", 0)
+
+
+def record_rich_box(tmp_path):
+    files, links = gpu_box()
+    files["/proc/sys/kernel/hostname"] = FQDN + "\n"
+    files["/proc/cmdline"] = PXE_CMDLINE
+    root = make_tree(tmp_path / "root", files, links)
+    tape = load_tape("healthy-8xh100")
+    for call in tape["calls"]:
+        if call["args"] == [0] and call["fn"] in ("nvmlDeviceGetSerial", "nvmlDeviceGetUUID"):
+            call["value"] = SECRETS["serial" if call["fn"].endswith("Serial") else "uuid"]
+        if call["fn"] == "nvmlDeviceGetGpuFabricInfoV":  # live pynvml: 16 integers, the same on every GPU
+            call["value"] = {**call["value"], "clusterUuid": list(CLUSTER), "state": 3, "cliqueId": 7}
+    out = tmp_path / "gpu-node-0417-20261201.tar.gz"
+    summary = write_recording(Host(RootFs(root), TapeNvml(tape), ChattyRunner()), out, redact=True)
+    return out, summary
+
+
+RICH_SECRETS = [
+    "gpu-node-0417", "dc3.corp", "example.net", "ironic-conductor-02", "ironic-api", "fileserver7",
+    "Zk9wP3sQ7vX2Lm", "s3cr3tT0kenQ", "b8-ce-f6-1a-2b-3c", SECRETS["mac"], "10.9.8.7", SECRETS["ipv4"],
+    SECRETS["guid"], "b8cef603001a2b3c", SECRETS["serial"], SECRETS["uuid"][4:], SECRETS["boot_id"],
+    CLUSTER_TEXT, CLUSTER_HEX, "3f2a9c1e-7b4d-4e8a-9c3f-1a2b3c4d5e6f",
+]
+
+
+def test_no_identifier_of_a_rich_host_survives_redaction(tmp_path):
+    out, summary = record_rich_box(tmp_path)
+    blob = b"\n".join(archive_bytes(out)).lower()
+    for secret in RICH_SECRETS:
+        assert secret.lower().encode() not in blob, f"{secret} survived"
+    with tarfile.open(out) as tar:
+        tape = json.loads(tar.extractfile("nvml.json").read())
+        meta = json.loads(tar.extractfile("meta.json").read())
+    clusters = [c["value"]["clusterUuid"] for c in tape["calls"] if c["fn"] == "nvmlDeviceGetGpuFabricInfoV"]
+    assert len(clusters) == 8 and clusters[0] != CLUSTER and all(c == clusters[0] for c in clusters)
+    assert meta["name"] == summary.name == "redacted-host-20261201"
+
+
+def test_a_redacted_rich_host_still_replays_consistently(tmp_path):
+    out, _summary = record_rich_box(tmp_path)
+    snap = collect(open_recording(out))
+    assert snap.host.hostname == "redacted-host"
+    cmdline = snap.kernel.cmdline
+    assert "iommu=pt" in cmdline and "console=ttyS0,115200n8" in cmdline and "token=redacted" in cmdline
+    assert ":redacted-host:eth0:off" in cmdline and "ipa-api-url=redacted" in cmdline
+    clusters = {g.fabric.cluster_uuid for g in snap.gpus}
+    assert len(clusters) == 1 and CLUSTER_TEXT not in clusters and None not in clusters
+
+
+def test_board_id_and_uuid_fields_on_the_tape_are_redacted_by_name():
+    members = Members()
+    members.files["nvml.json"] = json.dumps({"calls": [
+        {"fn": "nvmlDeviceGetBoardId", "args": [0], "value": 123456789},
+        {"fn": "nvmlDeviceGetBoardId", "args": [1], "value": 123456789},
+        {"fn": "nvmlDeviceGetUUID", "args": [2], "value": "GPU-opaque-spelling-42"},
+        {"fn": "someStruct", "args": [0], "value": {"boardId": 987654321, "serialNumber": "PX1234567"}},
+    ]}).encode()
+    redact_members(members)
+    calls = json.loads(members.files["nvml.json"])["calls"]
+    assert calls[0]["value"] == calls[1]["value"] != 123456789
+    assert calls[2]["value"].startswith("GPU-") and "opaque" not in calls[2]["value"]
+    assert calls[3]["value"]["boardId"] != 987654321 and calls[3]["value"]["serialNumber"] == "redacted"

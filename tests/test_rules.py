@@ -30,6 +30,7 @@ from topodoc.rules.engine import (
     evaluate,
     rule,
 )
+from topodoc.rules.gpudirect import ACS_BITS, acs_off_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "rules"
@@ -227,8 +228,21 @@ def test_vm_turns_gpu_nic_distance_and_acs_into_information():
 def test_acs_fix_names_each_bridge():
     (finding,) = evaluate(load_case("acs-on-p2p-path", "fire"), [registry.get("acs-on-p2p-path")]).findings
     assert finding.subject == "0000:02:01.0"
-    assert "setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000" in finding.fix
+    assert "sudo setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000:000c" in finding.fix
+    assert finding.fix.startswith("on the machine recorded in rules-case ")  # the case's snapshot source
     assert "ReqRedir+ CmpltRedir+" in finding.evidence[0].value
+
+
+def test_acs_fix_clears_only_the_redirect_bits_and_names_a_recorded_machine():
+    """setpci's ``value:mask``: only ReqRedir (bit 2) and CmpltRedir (bit 3) change; a recording's
+    addresses are the recorded machine's."""
+    live = acs_off_commands(["0000:02:01.0"])
+    value, mask = (int(part, 16) for part in live.split("ECAP_ACS+0x6.w=")[1].split(":"))
+    assert (value, mask) == (0, 0b1100) and [ACS_BITS[i] for i in range(7) if mask >> i & 1] == [
+        "ReqRedir", "CmpltRedir"]
+    recorded = acs_off_commands(["0000:02:01.0"], "node7.tar.gz")
+    assert recorded.startswith("on the machine recorded in node7.tar.gz (the PCI addresses are that machine")
+    assert recorded.endswith(live)
 
 
 BASE = codec.load((CASES / "base.json").read_text())

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topodoc.commands.topo import decode
+from topodoc.inputs import decode
 from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
 from topodoc.parsers.smi_topo import SmiTopoParseError, parse
 from topodoc.report.smi_matrix import render

@@ -1,5 +1,5 @@
 """The bundled host recordings (``fixtures/hosts/<shape>/recording.tar.gz``, installed as the
-``topodoc.examples`` package): list them and resolve ``example:<name>``."""
+``topodoc._examples`` package): list them and resolve ``example:<name>``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ExampleNotFound(LookupError):
 
 def examples_root() -> Path | None:
     try:
-        root = Path(str(resources.files("topodoc.examples")))
+        root = Path(str(resources.files("topodoc._examples")))
     except ModuleNotFoundError:
         root = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
     return root if root.is_dir() else None

@@ -1,4 +1,10 @@
-"""``topodoc diagnose [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEVERITY]``.
+"""``topodoc diagnose [FILE...] [--from SPEC] [--log FILE...] [--nccl-tests FILE] [--json] [--fail-on SEV]``.
+
+``FILE...`` are text inputs of any kind topodoc knows (``nvidia-smi topo -m``/``-q``/``nvlink``, ``lspci``,
+``ibstat``, ``ibv_devinfo``, ``ibdev2netdev``, ``show_gids``, NCCL logs, nccl-tests output, hwloc or NCCL
+topology XML, ``topodoc probe --json``; ``-`` is stdin), each recognized by its content. The hardware they
+describe is built into a partial machine (``topodoc.textmachine``) and this machine is not probed
+("hardware: from the inputs"); ``--from live`` adds it explicitly.
 
 Gathers the facts (a hardware snapshot, its derived topology, parsed NCCL logs, an nccl-tests
 comparison), runs every rule, and prints the findings worst first. The hardware is this machine
@@ -22,12 +28,14 @@ SEVERITIES = ("info", "warning", "error", "critical")
 
 
 @click.command()
+@click.argument("files", nargs=-1, metavar="[FILE]...")
 @click.option("--from", "source", metavar="SPEC", help="live, a recording NAME.tar.gz, or example:NAME.")
 @click.option(
     "--log", "logs", multiple=True, metavar="FILE", help="An NCCL log (repeatable; .gz and - work)."
 )
 @click.option(
-    "--nccl-tests", "nccl_tests", metavar="FILE", help="nccl-tests output to compare with the model."
+    "--nccl-tests", "nccl_tests", metavar="FILE",
+    help="nccl-tests output to compare with the model (.gz, UTF-16 and - work).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print findings, skipped rules and errors as JSON.")
 @click.option(
@@ -37,14 +45,25 @@ SEVERITIES = ("info", "warning", "error", "critical")
     show_default=True,
     help="Exit 1 when a finding is at least this severe.",
 )
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="SECONDS", help="Live: no NVML call or nvidia-smi after this long; the rest are gaps.")
 def command(
-    source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool, fail_on: str
+    files: tuple[str, ...], source: str | None, logs: tuple[str, ...], nccl_tests: str | None, as_json: bool,
+    fail_on: str, deadline: float,
 ) -> None:
-    """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do."""
+    """Diagnose a GPU server and/or its NCCL logs: what is wrong, with evidence, and what to do.
+
+    FILE... are pasted outputs (topo -m, lspci, ibstat, nvidia-smi -q, NCCL logs, ...), recognized by content.
+    """
+    if files:
+        from topodoc.commands._diagnose_text import diagnose_files
+
+        diagnose_files(files, source, logs, nccl_tests, as_json, fail_on)
+        return
     from topodoc.rules.engine import Facts, Severity, at_or_above, evaluate
     from topodoc.rules.registry import RULES
 
-    snapshot = _snapshot(source) if source or not logs else None
+    snapshot = _snapshot(source, deadline) if source or not logs else None
     analysis = _analyze(logs) if logs else None
     topology, broken = _topology(snapshot)
     comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
@@ -63,11 +82,11 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _snapshot(source: str | None):
+def _snapshot(source: str | None, deadline: float):
     from topodoc.probe.source import SourceError, load_snapshot
 
     try:
-        return load_snapshot(source)
+        return load_snapshot(source, deadline)
     except SourceError as err:
         _fail(str(err))
 
@@ -97,17 +116,22 @@ def _topology(snapshot):
 
 
 def _compare(path: str, snapshot, topology):
-    """The nccl-tests run, where it came from, and how it compares with the bandwidth model."""
+    """The nccl-tests run (FILE, .gz, UTF-16 or - for stdin), where it came from, and how it compares
+    with the bandwidth model."""
     from topodoc.facts import nccl_tests_input
+    from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError
 
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return nccl_tests_input(path, handle.read(), snapshot, topology)
-    except OSError as err:
-        _fail(f"cannot read {path}: {err.strerror or err}")
+        given = read_text(path)
+    except InputError as err:
+        _fail(str(err))
+    for note in given.notes():
+        click.echo(f"topodoc diagnose: note: {note}", err=True)
+    try:
+        return nccl_tests_input(given.name, given.text, snapshot, topology)
     except NcclTestsParseError as err:
-        _fail(f"{path}: {err}")
+        _fail(f"{given.name}: {err}")
 
 
 def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:

@@ -1,4 +1,4 @@
-"""``topodoc examples [--json]``: list the bundled host recordings (``topodoc.examples``) with the
+"""``topodoc examples [--json]``: list the bundled host recordings (``topodoc._examples``) with the
 one-line reason each exists, so anyone can try topodoc without a GPU server via
 ``--from example:<name>``."""
 
@@ -57,7 +57,7 @@ def render(examples: list[Example]) -> str:
         return "No bundled examples are installed."
     width = max(len(e.name) for e in examples)
     lines = [f"{e.name:<{width}}  {e.kind:<9}  {e.why or '(no README)'}" for e in examples]
-    lines += ["", "synthetic: built by tools/fixtures/hosts/build.py to published specs and run through the real "
-              "recorder; real: recorded on a machine with `topodoc record`.",
+    lines += ["", "synthetic: built by tools/fixtures/hosts/build.py to published specs and run through the "
+              "real recorder; real: recorded on a machine with `topodoc record`.",
               "Try one: topodoc topo --from example:<name>"]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""``topodoc nccltests FILE [--json]``: an nccl-tests output, parsed."""
+"""``topodoc nccltests FILE|- [--json]``: an nccl-tests output (plain, .gz, UTF-16 or stdin), parsed."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.inputs import label
 
 
 @click.command()
-@click.argument("path", metavar="FILE")
+@click.argument("path", metavar="FILE|-")
 @click.option("--collective", default=None, help="Name the collective when the output does not.")
 @click.option("--json", "as_json", is_flag=True, help="The run as JSON (a list when the file holds several).")
 def command(path: str, collective: str | None, as_json: bool) -> None:
@@ -30,15 +31,21 @@ def command(path: str, collective: str | None, as_json: bool) -> None:
 
 
 def read_runs(path: str, collective: str | None = None):
-    """Every run in FILE; one line on stderr and exit 2 when it cannot be read or holds none."""
+    """Every run in FILE (or stdin for ``-``); one line on stderr and exit 2 when it cannot be read or
+    holds none. What the reader left out (a capped read, over-long lines) is noted on stderr."""
+    from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError, parse_runs
 
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-        return parse_runs(text, collective or _collective_from_name(path))
-    except (OSError, NcclTestsParseError) as err:
-        click.echo(f"topodoc nccltests: {path}: {err}", err=True)
-        sys.exit(EXIT_ERROR)
+        given = read_text(path)
+        for note in given.notes():
+            click.echo(f"topodoc nccltests: note: {note}", err=True)
+        return parse_runs(given.text, collective or _collective_from_name(path))
+    except InputError as err:
+        click.echo(f"topodoc nccltests: {err}", err=True)
+    except NcclTestsParseError as err:
+        click.echo(f"topodoc nccltests: {label(path)}: {err}", err=True)
+    sys.exit(EXIT_ERROR)
 
 
 def _collective_from_name(path: str) -> str | None:

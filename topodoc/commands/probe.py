@@ -18,18 +18,19 @@ from topodoc.cli import EXIT_ERROR
 @click.option("--from", "source", metavar="SPEC", help="live (default), NAME.tar.gz, or example:<name>.")
 @click.option("--root", metavar="DIR", help="Read sysfs/procfs under DIR instead of / (like HWLOC_FSROOT).")
 @click.option("--json", "as_json", is_flag=True, help="Print the snapshot as JSON.")
-def command(source: str | None, root: str | None, as_json: bool) -> None:
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="SECONDS", help="Live: no NVML call or nvidia-smi after this long; the rest are gaps.")
+def command(source: str | None, root: str | None, as_json: bool, deadline: float) -> None:
     """Probe this machine (or a recording): GPUs, PCIe paths, NUMA, NICs, and what could not be read."""
     from topodoc.probe.collect import collect
-    from topodoc.probe.source import SourceError, host_for_root, resolve_source
+    from topodoc.probe.source import SourceError, host_for_root, load_snapshot
 
     if source and root:
         _fail("give either --from or --root, not both")
     try:
-        host, name = host_for_root(root) if root else resolve_source(source)
+        snapshot = collect(*host_for_root(root)) if root else load_snapshot(source, deadline)
     except SourceError as err:
         _fail(str(err))
-    snapshot = collect(host, name)
     if as_json:
         from topodoc.codec import to_data
 

@@ -14,7 +14,9 @@ from topodoc.cli import EXIT_ERROR
     "--redact", is_flag=True, help="Replace hostname, IPs, MACs, serials, UUIDs and GIDs consistently."
 )
 @click.option("--name", metavar="NAME", help="The recording's name (default: the file name).")
-def command(output: str, redact: bool, name: str | None) -> None:
+@click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="SECONDS", help="Stop asking NVML and nvidia-smi after this long; the rest are gaps.")
+def command(output: str, redact: bool, name: str | None, deadline: float) -> None:
     """Record this machine's sysfs/procfs subset, NVML answers and nvidia-smi output for replay."""
     from topodoc.probe.host import Host
     from topodoc.probe.record import write_recording
@@ -22,7 +24,7 @@ def command(output: str, redact: bool, name: str | None) -> None:
     if not output.endswith((".tar.gz", ".tgz")):
         _fail(f"the output must be a .tar.gz file, got {output}")
     try:
-        summary = write_recording(Host.live(), output, redact=redact, name=name)
+        summary = write_recording(Host.live(deadline), output, redact=redact, name=name)
     except OSError as err:
         _fail(f"cannot write {output}: {err.strerror or err}")
     except ValueError as err:  # SOURCE_DATE_EPOCH that is not a number

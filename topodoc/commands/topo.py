@@ -1,7 +1,8 @@
 """``topodoc topo [FILE|-] [--json]``: read an ``nvidia-smi topo -m``/``-mp``/``-p2p`` matrix, explain it.
 
-The matrix comes from a source function (today: text from FILE or stdin); the output half takes any
-ConnectionMatrix, so a derived matrix (a recording, a live machine) only needs another source.
+The matrix comes from a source function (text from FILE or stdin, read by :mod:`topodoc.inputs`); the
+output half takes any ConnectionMatrix, so a derived matrix (a recording, a live machine)
+only needs another source.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 import click
 
 from topodoc.cli import EXIT_ERROR
 from topodoc.model import ConnectionMatrix
+
+TOPO_MAX_LINES = 20_000  # a matrix is found in the first lines; collect_env reports are a few hundred
 
 
 @click.command()
@@ -77,11 +79,11 @@ def emit_derived(spec: str, as_json: bool) -> None:
 def matrix_from_text(source: str) -> ConnectionMatrix:
     from topodoc.parsers.smi_topo import SmiTopoParseError, parse
 
-    text = _read_text(source)
+    given = _read_text(source)
     try:
-        return parse(text)
+        return parse(given.text)
     except SmiTopoParseError as err:
-        _fail(f"{_label(source)}: {err}")
+        _fail(f"{given.name}: {err}")
 
 
 def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
@@ -97,23 +99,17 @@ def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
     click.echo(render_text(matrix, reading, color=use_color(sys.stdout), width=width), nl=False)
 
 
-def _read_text(source: str) -> str:
+def _read_text(source: str):
+    """The text of FILE or stdin through the one reader; what it left out is noted on stderr."""
+    from topodoc.inputs import InputError, read_text
+
     try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except OSError as err:
-        _fail(f"cannot read {_label(source)}: {err.strerror or err}")
-    return decode(data)
-
-
-def decode(data: bytes) -> str:
-    """Bytes of a capture -> text: UTF-16 with a BOM (PowerShell redirects), else UTF-8, lenient."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
-
-
-def _label(source: str) -> str:
-    return "stdin" if source == "-" else source
+        given = read_text(source, max_lines=TOPO_MAX_LINES)
+    except InputError as err:
+        _fail(str(err))
+    for note in given.notes():
+        click.echo(f"topodoc topo: note: {note}", err=True)
+    return given
 
 
 def _fail(message: str) -> NoReturn:

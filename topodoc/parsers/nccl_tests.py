@@ -20,10 +20,13 @@ counted and their line numbers kept, never printed.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 
+import regex
+
+from topodoc.inputs import strip_ansi
 from topodoc.model import NcclTestsDevice, NcclTestsResult, NcclTestsRow, NcclTestsRun
+from topodoc.numbers import to_float, to_int
 
 
 class NcclTestsParseError(ValueError):
@@ -43,26 +46,32 @@ BUSBW_FACTORS = {  # busbw = algbw x factor(n): NT doc/PERFORMANCE.md, REFERENCE
     "hypercube": lambda n: 1.0,
 }
 
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\]\s?|\d+:\s)")  # srun -l pads: " 0: "
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Every pattern is linear: repeats are possessive, and where a search could start anywhere inside a long
+# token (the host of an NCCL log prefix) it may start only where a token does (``(?<!\S)``).
+_PREFIX = regex.compile(r"^\s*+(?:\[\d++,\d++\]<std(?:out|err)>:|\[\d++\]\s?|\d++:\s)")  # srun -l: " 0: "
 # "host:pid:tid [0] NCCL WARN ..." and "host:pid:tid [0] misc/ibvwrap.cc:63 NCCL WARN ..."
-_NCCL_LOG = re.compile(r"(?:\S+:\d+:\d+\s+)?\[\d+\]\s+(?:\S+:\d+\s+)?NCCL\s+(?:INFO|WARN|TRACE|ABORT)\b")
-_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
-_DEVICE = re.compile(
-    r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?\s+on\s+(?P<host>\S+)"
-    r"\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+_NCCL_LOG = regex.compile(
+    r"(?:(?<!\S)\S*?:\d++:\d++\s++)?\[\d++\]\s++(?:\S*?:\d++\s++)?NCCL\s++(?:INFO|WARN|TRACE|ABORT)\b"
 )
-_PARAM = re.compile(
+_NCCL_VERSION = regex.compile(r"NCCL version (\d++\.\d++\.\d++)")
+_DEVICE = regex.compile(
+    r"Rank\s++(?P<rank>\d++)(?:\s++Group\s++(?P<group>\d++))?(?:\s++Pid\s++(?P<pid>\d++))?\s++on\s++"
+    r"(?P<host>\S++)\s++device\s++(?P<dev>\d++)\s++\[(?P<bus>[^\]]*+)\]\s*+(?P<name>.*+)$"
+)
+_PARAM = regex.compile(
     r"\b(nThreads?|nGpus|nRanks|minBytes|maxBytes|step|warmup iters|warmupIters|agg iters|iters"
-    r"|validation|graph|unalign):?\s+(\S+)"
+    r"|validation|graph|unalign):?+\s++(\S++)"
 )
-_PROGRAM = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
-_TESTS_VERSION = re.compile(r"nccl-tests version (\S+)")
-_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
-_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)")
-_FAILURE = re.compile(r"\b(?:Test (?:NCCL |CUDA )?failure|NCCL failure)\b")
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$|^\d\d:\d\d:\d\d$")
-_INT = re.compile(r"^-?\d+$")
+_PROGRAM = regex.compile(r"(?<!\w)((?:[a-z]++|_(?!perf(?:_mpi)?\b))++)_perf(?:_mpi)?\b")
+_TESTS_VERSION = regex.compile(r"nccl-tests version (\S++)")
+_AVG = regex.compile(r"Avg bus bandwidth\s*+:\s*+(\S++)")
+_OOB = regex.compile(r"Out of bounds values\s*+:\s*+(\d++)")
+_FAILURE = regex.compile(r"\b(?:Test (?:NCCL |CUDA )?failure|NCCL failure)\b")
+_TIMESTAMP = regex.compile(r"^\d{4}-\d\d-\d\d$|^\d\d:\d\d:\d\d$")
+_RUN_START = regex.compile(r"\bnThreads?:?+\s++\d++\s++nGpus")
+_RANK_TAIL = regex.compile(r"\[\d++\]$")
+_SIZE_WORD = regex.compile(r"\bsize\b|\bbytes\b")
+_PERF_SUFFIX = regex.compile(r"_perf(?:_mpi)?$")
 
 
 @dataclass
@@ -114,13 +123,13 @@ def parse_runs(text: str, collective: str | None = None) -> tuple[NcclTestsRun, 
 
 
 def _clean(raw: str) -> str:
-    return _PREFIX.sub("", _ANSI.sub("", raw)).rstrip()
+    return _PREFIX.sub("", strip_ansi(raw)).rstrip()
 
 
 def _starts_run(line: str) -> bool:
     if "nccl-tests version" in line or "Collective test starting" in line:
         return True
-    return bool(re.search(r"\bnThreads?:?\s+\d+\s+nGpus", line))
+    return bool(_RUN_START.search(line))
 
 
 def _starts_table(b: _Builder, line: str) -> bool:
@@ -129,11 +138,11 @@ def _starts_table(b: _Builder, line: str) -> bool:
 
 
 def _is_header(body: str) -> bool:
-    return bool(re.search(r"\bsize\b|\bbytes\b", body)) and "algbw" in body
+    return "algbw" in body and bool(_SIZE_WORD.search(body))
 
 
 def _feed(b: _Builder, number: int, line: str) -> None:
-    log = _NCCL_LOG.search(line)
+    log = _NCCL_LOG.search(line) if "NCCL" in line else None
     if log:
         _feed_log_line(b, number, line, log.start())
         return
@@ -149,7 +158,7 @@ def _feed(b: _Builder, number: int, line: str) -> None:
 def _feed_log_line(b: _Builder, number: int, line: str, start: int) -> None:
     """An NCCL log line; text before it is the start of a row that the log line interrupted."""
     b.ignored += 1
-    head = re.sub(r"\[\d+\]$", "", line[:start].strip()).strip()
+    head = _RANK_TAIL.sub("", line[:start].strip()).strip()
     if head:
         _feed_text(b, number, head)
     version = _NCCL_VERSION.search(line)
@@ -169,9 +178,10 @@ def _feed_comment(b: _Builder, number: int, body: str) -> None:
     if _feed_footer(b, body):
         b.seen_output = True
         return
-    device = _DEVICE.search(body)
+    match = _DEVICE.search(body)
+    device = _device(match) if match else None
     if device:
-        b.devices.append(_device(device))
+        b.devices.append(device)
     elif _PARAM.search(body) and "nGpus" in body:
         b.params.update({key.replace(" ", "_"): value for key, value in _PARAM.findall(body)})
     elif _is_header(body):
@@ -188,7 +198,7 @@ def _feed_footer(b: _Builder, body: str) -> bool:
     if avg:
         b.avg, b.complete = _number(avg[1]), True
     if oob:
-        b.oob = int(oob[1])
+        b.oob = to_int(oob[1])
     return bool(avg or oob)
 
 
@@ -197,7 +207,7 @@ def _feed_banner(b: _Builder, body: str) -> bool:
     version = _TESTS_VERSION.search(body)
     if version:
         b.tests_version = version[1]
-    program = _PROGRAM.search(body) if "Collective test" in body else None
+    program = _PROGRAM.search(body) if "Collective test" in body and "_perf" in body else None
     if program:
         b.program = program[0]
     return bool(version or program)
@@ -209,7 +219,7 @@ def _feed_text(b: _Builder, number: int, body: str) -> None:
         first, head = b.pending
         b.pending = None
         _add_row(b, first, head + tokens)
-    elif len(tokens) >= 4 and _INT.match(tokens[0]) and _INT.match(tokens[1]) and not _INT.match(tokens[2]):
+    elif len(tokens) >= 4 and _is_int(tokens[0]) and _is_int(tokens[1]) and not _is_int(tokens[2]):
         _flush_pending(b)
         _add_row(b, number, tokens)
     elif _FAILURE.search(body):
@@ -222,7 +232,7 @@ def _feed_text(b: _Builder, number: int, body: str) -> None:
 
 
 def _feed_unknown(b: _Builder, number: int, body: str) -> None:
-    program = _PROGRAM.search(body)
+    program = _PROGRAM.search(body) if "_perf" in body else None
     if program and b.program is None:
         b.program = program[0]
         b.ignored += 1
@@ -240,7 +250,7 @@ def _add_row(b: _Builder, number: int, tokens: list[str], final: bool = False) -
     tokens = [t for t in tokens if not _TIMESTAMP.match(t)]
     redop, rest = _split_redop(tokens[3:])
     has_root = b.layout.root if b.layout.root is not None else len(rest) % 4 == 1
-    root = int(rest[0]) if has_root and rest and _INT.match(rest[0]) else None
+    root = to_int(rest[0]) if has_root and rest else None
     width = 8 if b.layout.per_iter else 4
     results = rest[1:] if has_root else rest
     if len(results) < 2 * width and not (final and len(results) >= width):
@@ -280,11 +290,12 @@ def _result(cells: list[str], counts: bool = True) -> NcclTestsResult:
 
 
 def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value == value else None  # "nan" -> None
+    return to_float(text)  # "nan", "inf" and over-long text -> None
+
+
+def _is_int(token: str) -> bool:
+    """A count or size as nccl-tests prints it (``-?digits``; one with more than 40 digits is not)."""
+    return to_int(token) is not None and not token.startswith("+")
 
 
 def _wrong(text: str) -> int | float | None:
@@ -303,12 +314,15 @@ def _header_layout(body: str) -> _Layout:
     )
 
 
-def _device(match: re.Match) -> NcclTestsDevice:
+def _device(match: regex.Match) -> NcclTestsDevice | None:
+    """The device line's fields; None when its rank is no number (over 40 digits)."""
     def opt(name: str) -> int | None:
-        return int(match[name]) if match[name] is not None else None
+        return to_int(match[name]) if match[name] is not None else None
 
-    return NcclTestsDevice(rank=int(match["rank"]), host=match["host"], device=opt("dev"),
-                           bus_id=match["bus"] or None, name=match["name"] or None,
+    if opt("rank") is None:
+        return None
+    return NcclTestsDevice(rank=opt("rank"), host=match["host"], device=opt("dev"),
+                           bus_id=match["bus"] or None, name=match["name"].strip() or None,
                            group=opt("group"), pid=opt("pid"))
 
 
@@ -330,7 +344,7 @@ def _finish(b: _Builder, collective: str | None) -> NcclTestsRun:
 def _program_collective(program: str | None) -> str | None:
     if not program:
         return None
-    name = re.sub(r"_perf(?:_mpi)?$", "", program)
+    name = _PERF_SUFFIX.sub("", program)
     return name if name in BUSBW_FACTORS else None
 
 

@@ -26,9 +26,11 @@ Raises :class:`SmiTopoParseError` only when no matrix is found at all.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+import regex
+
+from topodoc.inputs import strip_ansi
 from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
 
 
@@ -39,19 +41,23 @@ class SmiTopoParseError(ValueError):
 AFFINITY_HEADS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 P2P_CELLS = frozenset({"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"})
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[[0-9;]{0,8}m")
-_QUOTE = re.compile(r"^\s*>+ ?")
-_CELL = r"NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|CNS|GNS|TNS|NS|OK|DR|N/A|X|U"
-_CELL_PART = re.compile(_CELL)
-_CELL_RUN = re.compile(rf"(?:{_CELL})+")
-_NAME_PART = re.compile(r"(?:GPU|NIC)\d+|mlx\d_\d+")
-_NAME_RUN = re.compile(r"(?:(?:GPU|NIC)\d+|mlx\d_\d+)+")
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\d")
-_GPU = re.compile(r"GPU\d+")
-_AFFINITY_VALUE = re.compile(r"[0-9][0-9,\-]*")
-_LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
-_P2P_MODE = re.compile(r"topo\s+-p2p\s+([rwnap])\b")
-_NIC_CAP = re.compile(r"(\d+) NICs found in the topology, only displaying (\d+) in the matrix")
+# Every pattern is linear: possessive repeats and atomic cells never give back what they took, and a
+# search that could start anywhere in a run (``_NIC_CAP``) starts only where the run does.
+_QUOTE = regex.compile(r"^\s*+>++ ?")
+_CELL = r"NV\d++|PIX|PXB|PHB|NODE|SYS|SOC|CNS|GNS|TNS|NS|OK|DR|N/A|X|U"
+_CELL_PART = regex.compile(_CELL)
+_CELL_RUN = regex.compile(rf"(?>{_CELL})++")
+_NAME_PART = regex.compile(r"(?:GPU|NIC)\d++|mlx\d_\d++")
+_NAME_RUN = regex.compile(r"(?:(?:GPU|NIC)\d++|mlx\d_\d++)++")
+_NAME = regex.compile(r"[A-Za-z][A-Za-z0-9_.-]*+(?<=\d)")
+_GPU = regex.compile(r"GPU\d++")
+_NIC_COLUMN = regex.compile(r"NIC\d++")
+_AFFINITY_VALUE = regex.compile(r"[0-9][0-9,\-]*+")
+_LEGEND_NIC = regex.compile(r"^\s*+(NIC\d++)\s*+:\s*+(\S++)\s*+$")
+_P2P_MODE = regex.compile(r"topo\s++-p2p\s++([rwnap])\b")
+_NIC_CAP = regex.compile(
+    r"(?<![0-9])([0-9]++) NICs found in the topology, only displaying ([0-9]++) in the matrix"
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def parse(text: str) -> ConnectionMatrix:
 
 
 def _clean(line: str) -> str:
-    return _QUOTE.sub("", _ANSI.sub("", line)).rstrip()
+    return _QUOTE.sub("", strip_ansi(line)).rstrip()
 
 
 def _header(line: str, index: int) -> _Header | None:
@@ -200,7 +206,7 @@ def _gpu(name: str, row: _Row | None, heads: tuple[str, ...]) -> MatrixGpu:
 
 
 def _nic(name: str, legend: dict[str, str]) -> MatrixNic:
-    if re.fullmatch(r"NIC\d+", name):
+    if _NIC_COLUMN.fullmatch(name):
         return MatrixNic(name=name, device=legend.get(name))
     return MatrixNic(name=name, device=name)
 

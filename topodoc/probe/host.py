@@ -25,19 +25,25 @@ Tape formats (``nvml.json``, ``commands.json`` in a recording)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
 import json
 import os
+import queue
+import selectors
 import signal
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from topodoc.model import GapReason
 
 MAX_LINK_HOPS = 40
+MAX_READ = 8 << 20  # bytes one read may return: /proc/cpuinfo is ~1.4 kB per CPU, 5.6 MB at 4096 CPUs
 
 
 class FsError(Exception):
@@ -88,12 +94,17 @@ class RootFs:
 
     # -- public reads -------------------------------------------------------------------------
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The file's first ``limit`` bytes; without a limit the whole file, refused (an ERROR
+        FsError) when it is longer than :data:`MAX_READ`, so no file can make a read unbounded."""
         real = self._open_path(path)
+        cap = MAX_READ + 1 if limit is None else max(0, min(limit, MAX_READ))
         try:
-            with open(self.host_path(real), "rb") as handle:
-                return handle.read() if limit is None else handle.read(limit)
+            data = _read_capped(self.host_path(real), cap)
         except OSError as err:
             raise self._error(path, err) from err
+        if limit is None and len(data) > MAX_READ:
+            raise FsError(_normalize(path), GapReason.ERROR, f"longer than {MAX_READ} bytes: not read")
+        return data
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8", errors="replace")
@@ -187,6 +198,20 @@ class RootFs:
         return FsError(norm, reason, err.strerror or str(err))
 
 
+def _read_capped(path: str, cap: int) -> bytes:
+    """At most ``cap`` bytes, read in 64 KiB chunks: /proc/sys answers one large read() with ENOMEM
+    (the kernel allocates a buffer of the size asked for)."""
+    chunks, size = [], 0
+    with open(path, "rb", buffering=0) as handle:
+        while size < cap:
+            chunk = handle.read(min(cap - size, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
+
+
 class NvmlError(Exception):
     """An NVML call failed; ``code`` is NVML's numeric return code (3 NotSupported, 15 GpuIsLost...)."""
 
@@ -228,6 +253,32 @@ class NotRecorded(NvmlError):
         self.key = key
 
 
+class NvmlTimeout(NvmlError):
+    """A live NVML call did not return in time, or was not made: an earlier call on the same GPU hung,
+    or the overall deadline had passed (code 10, NVML's own Timeout)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(TIMEOUT_CODE, detail)
+
+
+TIMEOUT_CODE = 10  # NVML_ERROR_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """An instant on the monotonic clock after which the probe stops asking and reports what it has."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+
 @dataclass(frozen=True)
 class CommandResult:
     argv: list[str]
@@ -236,15 +287,39 @@ class CommandResult:
     returncode: int | None = None
     timed_out: bool = False
     missing: bool = False
+    truncated: bool = False  # output went past the runner's cap; the command was stopped there
+
+
+MAX_OUTPUT = 4 << 20  # bytes kept per stream: nvidia-smi topo -m prints a few kB
+EXIT_GRACE_S = 1.0  # how long pipes may stay open after the command exits (a descendant holds them)
+REAP_S = 2.0  # how long to wait for a killed process to be reaped (D state never is)
 
 
 class LiveRunner:
-    """Runs commands on this machine: no shell, its own process group, killed at the timeout."""
+    """Runs commands on this machine: no shell, its own process group, and a deadline that holds.
+
+    Both pipes are read through a selector until they close or the deadline passes, never with an
+    unbounded wait: at the timeout the process group is killed and the runner stops waiting for pipes
+    a descendant (outside the group, or stuck) keeps open; a stream longer than ``max_output`` bytes is
+    cut there, the group killed and ``truncated`` set; when the command exits but a descendant keeps
+    the pipes open, reading stops :data:`EXIT_GRACE_S` later. A process that cannot be reaped (D state
+    on a GPU that fell off the bus) is left behind with ``returncode`` None.
+    """
+
+    def __init__(self, max_output: int = MAX_OUTPUT, deadline: Deadline | None = None) -> None:
+        self.max_output = max_output
+        self.deadline = deadline
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
+        if self.deadline is not None:
+            left = self.deadline.remaining()
+            if left <= 0:
+                note = f"[topodoc: not run: the overall deadline of {self.deadline.seconds:g} s had passed]"
+                return CommandResult(list(argv), stderr=note, timed_out=True)
+            timeout = min(timeout, left)
         try:
             proc = subprocess.Popen(
-                argv,
+                list(argv),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
@@ -255,22 +330,80 @@ class LiveRunner:
         except OSError as err:
             return CommandResult(list(argv), stderr=f"{argv[0]}: {err.strerror}", returncode=126)
         try:
-            out, err = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            timed_out = True
+            streams, ended = _drain(proc, time.monotonic() + timeout, self.max_output)
+        finally:
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+            _kill_group(proc)  # what is left of the command's group (a descendant holding the pipes)
+        returncode = _reap(proc)
+        if ended != "exit":
+            returncode = None
+        out, err = (_text(bytes(buf)) for buf in streams)
+        if ended == "overflow":
+            err += f"\n[topodoc: output cut at {self.max_output} bytes; the command was stopped]"
         return CommandResult(
-            list(argv), _text(out), _text(err), None if timed_out else proc.returncode, timed_out
+            list(argv), out, err, returncode, ended == "timeout", truncated=ended == "overflow"
         )
+
+
+def _drain(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[list[bytearray], str]:
+    """Read both pipes until they close, the deadline, or a stream passes ``cap`` bytes; returns the
+    bytes and why reading ended: ``exit``, ``timeout`` or ``overflow``."""
+    buffers = [bytearray(), bytearray()]
+    with selectors.DefaultSelector() as selector:
+        for index, pipe in enumerate((proc.stdout, proc.stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe, selectors.EVENT_READ, index)
+        exited_at = None
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now >= min(exited_at + EXIT_GRACE_S, deadline):
+                return buffers, "exit"  # the command is done; a descendant holds the pipes
+            if now >= deadline:
+                return buffers, "timeout"
+            wait = min(deadline, exited_at + EXIT_GRACE_S if exited_at else now + 0.2) - now
+            for key, _ in selector.select(max(wait, 0.0)):
+                chunk = _read_some(key.fileobj, cap - len(buffers[key.data]) + 1)
+                if chunk == b"":
+                    selector.unregister(key.fileobj)
+                elif chunk is not None:
+                    buffers[key.data] += chunk
+                    if len(buffers[key.data]) > cap:
+                        del buffers[key.data][cap:]
+                        return buffers, "overflow"
+    if proc.poll() is None:  # pipes closed, process still running: wait for it within the deadline
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            return buffers, "timeout"
+    return buffers, "exit"
+
+
+def _read_some(pipe, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes (64 KiB at most); ``b""`` at end of file, None when nothing is there yet."""
+    try:
+        return os.read(pipe.fileno(), min(max(limit, 1), 1 << 16))
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _reap(proc: subprocess.Popen) -> int | None:
+    try:
+        return proc.wait(timeout=REAP_S)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        proc.kill()
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def _text(data: bytes | None) -> str:
@@ -294,14 +427,119 @@ class LiveNvml:
         return self._adapter.call(fn, *args)
 
 
+NVML_CALL_TIMEOUT_S = 10.0  # one NVML query answers in milliseconds; a GPU that fell off the bus never does
+
+
+class TimedNvml:
+    """Runs each call of ``inner`` (any object with ``call``) in a worker thread and waits at most
+    ``call_timeout`` seconds (less when the ``deadline`` is nearer). A call that does not return raises
+    :class:`NvmlTimeout`; its worker is abandoned (a daemon thread, blocked in the driver) and a fresh
+    one serves the next calls. Every later call on the same GPU, and every call once a system-wide call
+    hung or the deadline passed, raises :class:`NvmlTimeout` at once without reaching ``inner``."""
+
+    def __init__(self, inner, call_timeout: float = NVML_CALL_TIMEOUT_S, deadline: Deadline | None = None):
+        self.inner = inner
+        self.call_timeout = call_timeout
+        self.deadline = deadline
+        self.hung: set[int | str] = set()  # GPU indexes, or "system" once a call on no GPU hung
+        self._worker: _Worker | None = None
+
+    def call(self, fn: str, *args):
+        gpus = _gpus_in(fn, args)
+        stuck = [g for g in ("system", *gpus) if g in self.hung]
+        if stuck:
+            what = "an earlier NVML call" + ("" if stuck[0] == "system" else f" on GPU {stuck[0]}")
+            raise NvmlTimeout(f"not asked: {what} did not return")
+        budget = self.call_timeout
+        if self.deadline is not None:
+            budget = min(budget, self.deadline.remaining())
+            if budget <= 0:
+                passed = f"the overall deadline of {self.deadline.seconds:g} s had passed"
+                raise NvmlTimeout(f"not asked: {passed}")
+        if self._worker is None:
+            self._worker = _Worker()
+        done, box = self._worker.submit(lambda: self.inner.call(fn, *args))
+        if not done.wait(budget):
+            self._worker = None  # stuck inside the call; the next call gets a fresh thread
+            self.hung.update(gpus or ("system",))
+            raise NvmlTimeout(f"{fn} did not return within {budget:.3g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+
+class _Worker:
+    """One daemon thread running submitted functions in order."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="topodoc-nvml", daemon=True).start()
+
+    def submit(self, job) -> tuple[threading.Event, dict]:
+        done, box = threading.Event(), {}
+        self._jobs.put((job, done, box))
+        return done, box
+
+    def _serve(self) -> None:
+        while True:
+            job, done, box = self._jobs.get()
+            try:
+                box["value"] = job()
+            except BaseException as err:  # handed to the caller's thread, raised there
+                box["error"] = err
+            done.set()
+
+
+def _gpus_in(fn: str, args: tuple) -> tuple[int, ...]:
+    """The GPU indexes a call is about (none for system calls, two for the pair calls)."""
+    from topodoc.probe.nvml_live import NO_HANDLE, PAIR_CALLS
+
+    if not fn.startswith("nvmlDevice") or fn in NO_HANDLE or not args:
+        return ()
+    count = 2 if fn in PAIR_CALLS else 1
+    return tuple(a for a in args[:count] if isinstance(a, int))
+
+
+class TapeError(ValueError):
+    """A tape (``nvml.json``, ``commands.json``) whose shape or types are not what the recorder writes."""
+
+
+def _entries(tape: dict, key: str, name: str) -> list[dict]:
+    entries = tape.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise TapeError(f"{name}: {key!r} must be a list of objects")
+    return entries
+
+
+def _typed(entry: dict, field: str, types: tuple, where: str, default=None):
+    value = entry.get(field, default)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+        raise TapeError(f"{where}: {field!r} must be {names}, got {_kind(value)}")
+    return value
+
+
+def _kind(value) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 class TapeNvml:
-    """Replays a tape: each call answers the recorded value or raises the recorded error code."""
+    """Replays a tape: each call answers the recorded value or raises the recorded error code.
+
+    The tape's shape (``fn`` a string, ``args`` a list, ``code`` an int) is checked when it is loaded
+    (:class:`TapeError`); values are returned as recorded, and the collectors turn a value of the
+    wrong type into a Gap."""
 
     def __init__(self, tape: dict) -> None:
         self.answers: dict[str, tuple[int, object]] = {}
-        for entry in tape.get("calls", []):
-            key = call_key(entry["fn"], entry.get("args", []))
-            self.answers.setdefault(key, (int(entry.get("code", 0)), entry.get("value")))
+        for n, entry in enumerate(_entries(tape, "calls", "nvml.json")):
+            where = f"nvml.json call {n}"
+            fn = _typed(entry, "fn", (str,), where)
+            args = _typed(entry, "args", (list,), where, [])
+            code = _typed(entry, "code", (int,), where, 0)
+            if not -(1 << 31) <= code < 1 << 32:
+                raise TapeError(f"{where}: 'code' {str(code)[:20]} is not an NVML return code")
+            self.answers.setdefault(call_key(fn, args), (code, entry.get("value")))
 
     def call(self, fn: str, *args):
         key = call_key(fn, args)
@@ -338,23 +576,31 @@ class RecordingNvml:
 
 
 class TapeRunner:
-    """Replays recorded commands; an unrecorded command answers as missing with a note in stderr."""
+    """Replays recorded commands; an unrecorded command answers as missing with a note in stderr.
+    Each entry's types are checked when the tape is loaded (:class:`TapeError`)."""
 
     def __init__(self, tape: dict) -> None:
-        self.answers = {json.dumps(c["argv"]): c for c in tape.get("commands", [])}
+        self.answers: dict[str, CommandResult] = {}
+        for n, entry in enumerate(_entries(tape, "commands", "commands.json")):
+            where = f"commands.json command {n}"
+            argv = _typed(entry, "argv", (list,), where)
+            if not all(isinstance(a, str) for a in argv):
+                raise TapeError(f"{where}: 'argv' must be a list of strings")
+            self.answers[json.dumps(argv)] = CommandResult(
+                list(argv),
+                _typed(entry, "stdout", (str,), where, ""),
+                _typed(entry, "stderr", (str,), where, ""),
+                _typed(entry, "returncode", (int, type(None)), where),
+                _typed(entry, "timed_out", (bool,), where, False),
+                _typed(entry, "missing", (bool,), where, False),
+                _typed(entry, "truncated", (bool,), where, False),
+            )
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         entry = self.answers.get(json.dumps(list(argv)))
         if entry is None:
             return CommandResult(list(argv), stderr="not recorded", missing=True)
-        return CommandResult(
-            list(argv),
-            entry.get("stdout", ""),
-            entry.get("stderr", ""),
-            entry.get("returncode"),
-            bool(entry.get("timed_out")),
-            bool(entry.get("missing")),
-        )
+        return entry
 
 
 class RecordingRunner:
@@ -364,7 +610,10 @@ class RecordingRunner:
 
     def run(self, argv: list[str], timeout: float) -> CommandResult:
         result = self.inner.run(argv, timeout)
-        self.tape["commands"].append(dataclasses.asdict(result))
+        entry = dataclasses.asdict(result)
+        if not result.truncated:
+            del entry["truncated"]  # only written when set: older tapes and readers stay the same
+        self.tape["commands"].append(entry)
         return result
 
 
@@ -378,5 +627,8 @@ class Host:
     meta: dict = dataclasses.field(default_factory=dict)  # a recording's meta.json; {} when live
 
     @classmethod
-    def live(cls) -> Host:
-        return cls(RootFs("/"), LiveNvml(), LiveRunner())
+    def live(cls, deadline_s: float | None = None) -> Host:
+        """This machine; every NVML call in a worker thread with a per-call timeout, and, with
+        ``deadline_s``, no NVML call or command started after that many seconds."""
+        deadline = Deadline.after(deadline_s) if deadline_s is not None else None
+        return cls(RootFs("/"), TimedNvml(LiveNvml(), deadline=deadline), LiveRunner(deadline=deadline))

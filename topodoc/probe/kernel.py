@@ -80,5 +80,5 @@ def _peermem(reader: Reader) -> tuple[str | None, str | None]:
 def _dmabuf(release: str | None, open_module: bool | None) -> bool | None:
     if open_module is None:
         return None
-    match = re.match(r"(\d+)\.(\d+)", release or "")
+    match = re.match(r"([0-9]{1,6})\.([0-9]{1,6})", release or "")
     return bool(open_module and match and (int(match[1]), int(match[2])) >= (5, 12))

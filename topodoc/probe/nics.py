@@ -22,7 +22,7 @@ from __future__ import annotations
 from topodoc.model import Gid, NetInterface, Nic, NicPort
 from topodoc.probe.host import FsError
 from topodoc.probe.pci import BDF, DEVICES
-from topodoc.probe.reading import Reader, dec_int, first_float, hex_int
+from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none
 
 IB, NET, CXI = "/sys/class/infiniband", "/sys/class/net", "/sys/class/cxi"
 VENDOR_AMAZON, VENDOR_GOOGLE = 0x1D0F, 0x1AE0
@@ -35,7 +35,9 @@ def collect_net(reader: Reader) -> tuple[NetInterface, ...]:
 
 def _interface(reader: Reader, name: str) -> NetInterface:
     base = f"{NET}/{name}"
-    real = reader.fs.realpath(base)
+    real = reader.realpath(base, f"network interface {name}")
+    if real is None:  # a link loop or dangling link: one gap, not one per attribute behind it
+        return NetInterface(name)
     pci = pci_address_of(reader, f"{base}/device")
     speed = (
         reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True)
@@ -65,7 +67,7 @@ def pci_address_of(reader: Reader, device_link: str) -> str | None:
     """The PCI function behind a class device's ``device`` link (nearest BDF in its real path)."""
     if not reader.fs.exists(device_link):
         return None
-    parts = reader.fs.realpath(device_link).split("/")
+    parts = (reader.realpath(device_link, f"device of {device_link}") or "").split("/")
     bdfs = [p for p in parts if BDF.match(p)]
     return bdfs[-1] if bdfs else None
 
@@ -95,9 +97,8 @@ def _identity(reader: Reader, base: str, name: str) -> tuple[str | None, int | N
 def _rdma(reader: Reader, name: str) -> Nic:
     base = f"{IB}/{name}"
     pci, vendor, device, driver = _identity(reader, base, name)
-    ports = tuple(
-        _port(reader, name, p) for p in reader.listdir(f"{base}/ports", f"ports of {name}") if p.isdigit()
-    )
+    numbers = (int_or_none(p) for p in reader.listdir(f"{base}/ports", f"ports of {name}"))
+    ports = tuple(_port(reader, name, p) for p in numbers if p is not None and p >= 0)
     netdevs = tuple(reader.listdir(f"{base}/device/net", f"netdevs of {name}", optional=True)) if pci else ()
     return Nic(
         name,
@@ -123,12 +124,12 @@ def rdma_kind(vendor: int | None, ports: tuple[NicPort, ...]) -> str:
     return "roce" if "Ethernet" in layers else "unknown"
 
 
-def _port(reader: Reader, dev: str, port: str) -> NicPort:
+def _port(reader: Reader, dev: str, port: int) -> NicPort:
     base = f"{IB}/{dev}/ports/{port}"
     label = f"{dev} port {port}"
     rate = reader.text(f"{base}/rate", f"rate of {label}", optional=True)
     return NicPort(
-        int(port),
+        port,
         _after_colon(reader.text(f"{base}/state", f"state of {label}")),
         _after_colon(reader.text(f"{base}/phys_state", f"phys_state of {label}", optional=True)),
         _rate_gbps(rate),
@@ -153,7 +154,7 @@ def _rate_gbps(text: str | None) -> float | None:
 def _gids(reader: Reader, base: str) -> tuple[Gid, ...]:
     gids = []
     names = reader.listdir(f"{base}/gids", "GIDs", optional=True)
-    for index in sorted(int(n) for n in names if n.isdigit()):
+    for index in sorted(i for i in map(int_or_none, names) if i is not None and i >= 0):
         try:
             value = reader.fs.read_text(f"{base}/gids/{index}").strip()
         except FsError:  # unused GID slots may refuse reads; they hold nothing

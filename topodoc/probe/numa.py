@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 
 from topodoc.model import NumaNode
-from topodoc.probe.reading import Reader, format_cpulist, parse_cpulist
+from topodoc.probe.reading import Reader, format_cpulist, parse_cpulist, parse_int
 
 NODES = "/sys/devices/system/node"
-NODE = re.compile(r"^node(\d+)$")
+NODE = re.compile(r"^node([0-9]{1,9})$")
 
 
 def collect_numa(reader: Reader) -> tuple[NumaNode, ...]:
@@ -34,7 +34,7 @@ def _node(reader: Reader, node: int) -> NumaNode:
 
 
 def _distances(text: str) -> list[int]:
-    return [int(word) for word in text.split()]
+    return [parse_int(word) for word in text.split()]
 
 
 def mem_total_kb(text: str) -> int:
@@ -42,7 +42,7 @@ def mem_total_kb(text: str) -> int:
     for line in text.splitlines():
         words = line.split()
         if len(words) >= 4 and words[2] == "MemTotal:":
-            return int(words[3])
+            return parse_int(words[3])
     raise ValueError("no MemTotal line")
 
 

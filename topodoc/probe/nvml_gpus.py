@@ -46,15 +46,16 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 
 from topodoc import pciaddr
+from topodoc.cpuset import CpuSet
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
 from topodoc.probe import nvml_grace
 from topodoc.probe.host import NotRecorded, NvmlError
-from topodoc.probe.reading import format_cpulist
 
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 13.615
 NVLINK_LINK_COUNT_FIELD = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
 AFFINITY_WORDS = 16
-GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED = 15, 2, 3
+GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, TIMEOUT = 15, 2, 3, 10
+MAX_GPUS = 1024  # a GPU count above this is a corrupt answer, not a machine
 P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 P2P_CAPS = (("p2p_read", 0), ("p2p_write", 1), ("p2p_nvlink", 2), ("p2p_atomics", 3))
 ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -74,12 +75,54 @@ def gap_reason(err: NvmlError) -> GapReason:
     }.get(err.code, GapReason.ERROR)
 
 
-class GpuLost(Exception):
-    """NVML answered GPU_IS_LOST; ``call`` is the NVML function that did."""
+INT, TEXT, LIST, DICT = "int", "str", "list", "dict"
+EXPECTED = {  # the plain type of each call's answer (nvml_live.plain); anything else is a corrupt answer
+    "nvmlSystemGetDriverVersion": TEXT, "nvmlSystemGetNVMLVersion": TEXT,
+    "nvmlSystemGetCudaDriverVersion": INT, "nvmlSystemGetCudaDriverVersion_v2": INT,
+    "nvmlDeviceGetCount": INT,
+    "nvmlDeviceGetName": TEXT, "nvmlDeviceGetUUID": TEXT, "nvmlDeviceGetSerial": TEXT,
+    "nvmlDeviceGetPciInfo": DICT, "nvmlDeviceGetMemoryInfo": DICT, "nvmlDeviceGetGpuFabricInfoV": DICT,
+    "nvmlDeviceGetNvLinkRemotePciInfo": DICT,
+    "nvmlDeviceGetCurrPcieLinkGeneration": INT, "nvmlDeviceGetMaxPcieLinkGeneration": INT,
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration": INT, "nvmlDeviceGetCurrPcieLinkWidth": INT,
+    "nvmlDeviceGetMaxPcieLinkWidth": INT, "nvmlDeviceGetPersistenceMode": INT,
+    "nvmlDeviceGetNvLinkVersion": INT, "nvmlDeviceGetNvLinkRemoteDeviceType": INT,
+    "nvmlDeviceGetP2PStatus": INT, "nvmlDeviceGetTopologyCommonAncestor": INT,
+    "nvmlDeviceGetCpuAffinity": LIST, "nvmlDeviceGetCudaComputeCapability": LIST,
+    "nvmlDeviceGetMigMode": LIST,
+}
 
-    def __init__(self, call: str = "") -> None:
-        super().__init__(call)
+
+def plain_int(value) -> int | None:
+    """``value`` when it is an int NVML could return (64 bits, not a bool), else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 64
+    return value if ok else None
+
+
+def fits(value, kind: str) -> bool:
+    if kind == INT:
+        return plain_int(value) is not None
+    return isinstance(value, {TEXT: str, LIST: list, DICT: dict}[kind])
+
+
+class GpuLost(Exception):
+    """Stop asking about this GPU: it fell off the bus (GpuIsLost), or a call on it did not return;
+    ``call`` is the NVML function that said so (the lost-GPU evidence names it)."""
+
+    def __init__(self, err: NvmlError, call: str = "") -> None:
+        super().__init__(err.name)
         self.call = call
+        self.lost = err.code == GPU_IS_LOST
+        if self.lost:
+            self.detail = "GpuIsLost: the GPU fell off the bus"
+        else:
+            why = err.detail or "an NVML call did not return"
+            self.detail = f"{err.name}: {why}; its other values were not asked"
+
+
+def aborts(err: NvmlError) -> bool:
+    """GpuIsLost and Timeout end the questions about a GPU (a replayed tape answers them the same way)."""
+    return err.code in (GPU_IS_LOST, TIMEOUT) and not isinstance(err, NotRecorded)
 
 
 @dataclass
@@ -92,12 +135,18 @@ class Query:
 
     def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
         try:
-            return self.nvml.call(fn, *args)
+            value = self.nvml.call(fn, *args)
         except NvmlError as err:
-            if err.code == GPU_IS_LOST and lost_aborts and not isinstance(err, NotRecorded):
-                raise GpuLost(fn) from err
-            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", err.name))
+            if lost_aborts and aborts(err):
+                raise GpuLost(err, fn) from err
+            detail = f"{err.name}: {err.detail}" if err.code == TIMEOUT and err.detail else err.name
+            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", detail))
             return None
+        if fn in EXPECTED and not fits(value, EXPECTED[fn]):
+            detail = f"unexpected value {repr(value)[:60]}: not {EXPECTED[fn]}"
+            self.gaps.append(Gap(what, GapReason.ERROR, f"nvml:{fn}", detail))
+            return None
+        return value
 
 
 def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tuple[GpuPair, ...]]:
@@ -108,7 +157,11 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
         return DriverInfo(nvml_available=False), (), ()
     query = Query(nvml, gaps)
     driver = _driver(query)
-    count = query("GPU count", "nvmlDeviceGetCount") or 0
+    count = query("GPU count", "nvmlDeviceGetCount", lost_aborts=False) or 0
+    if not 0 <= count <= MAX_GPUS:
+        gaps.append(Gap("GPU count", GapReason.ERROR, "nvml:nvmlDeviceGetCount",
+                        f"unexpected value {str(count)[:40]!r}"))
+        count = 0
     gpus = tuple(_gpu(query, i) for i in range(count))
     alive = [g.index for g in gpus if not g.lost]
     pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
@@ -126,18 +179,18 @@ def _init_detail(err: NvmlError) -> str:
         return "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver installed"
     if err.code == 9:
         return "the NVIDIA kernel driver is not loaded"
-    return err.name
+    return f"{err.name}: {err.detail}" if err.detail else err.name
 
 
 def _driver(query: Query) -> DriverInfo:
     try:
         cuda = query.nvml.call("nvmlSystemGetCudaDriverVersion_v2")
     except NvmlError:
-        cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion")
+        cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion", lost_aborts=False)
     return DriverInfo(
-        query("driver version", "nvmlSystemGetDriverVersion"),
-        cuda,
-        query("NVML version", "nvmlSystemGetNVMLVersion"),
+        query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False),
+        plain_int(cuda),
+        query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False),
         True,
     )
 
@@ -145,12 +198,12 @@ def _driver(query: Query) -> DriverInfo:
 def _gpu(query: Query, i: int) -> Gpu:
     try:
         return _gpu_fields(query, i)
-    except GpuLost as lost:
-        source = f"nvml:{lost.call}" if lost.call else "nvml"
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, source, "GpuIsLost: the GPU fell off the bus"))
-        return Gpu(index=i, lost=True)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {err}"))
+    except GpuLost as stop:
+        source = f"nvml:{stop.call}" if stop.call else "nvml"
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, source, stop.detail))
+        return Gpu(index=i, lost=stop.lost)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError) as err:
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {str(err)[:200]}"))
         return Gpu(index=i)
 
 
@@ -170,18 +223,18 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         name=q("name", "nvmlDeviceGetName"),
         uuid=q("UUID", "nvmlDeviceGetUUID"),
         serial=q("serial", "nvmlDeviceGetSerial"),
-        pci_address=pciaddr.try_normalize(pci.get("busId")),
+        pci_address=_address(pci.get("busId")),
         pcie_gen=q("PCIe generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
         pcie_max_gen=q("max PCIe generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
         pcie_gpu_max_gen=q("GPU max PCIe generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
         pcie_width=q("PCIe width", "nvmlDeviceGetCurrPcieLinkWidth"),
         pcie_max_width=q("max PCIe width", "nvmlDeviceGetMaxPcieLinkWidth"),
         cpu_affinity=mask_to_cpulist(q("CPU affinity", "nvmlDeviceGetCpuAffinity", AFFINITY_WORDS)),
-        compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-        memory_total_bytes=memory.get("total"),
+        compute_capability=_capability(capability),
+        memory_total_bytes=plain_int(memory.get("total")),
         nvlinks=_nvlinks(query, i),
         persistence_mode=None if persistence is None else bool(persistence),
-        mig_mode=None if mig is None else bool(mig[0]),
+        mig_mode=None if not mig or plain_int(mig[0]) is None else bool(mig[0]),
         fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
         c2c_links=c2c_links,
         c2c_bandwidth_gbps=c2c_gbps,
@@ -189,13 +242,24 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
     )
 
 
+def _address(text) -> str | None:
+    return pciaddr.try_normalize(text) if isinstance(text, str) else None
+
+
+def _capability(value: list | None) -> str | None:
+    """``[9, 0]`` -> ``"9.0"``; any other shape is unknown."""
+    if not value or len(value) != 2 or plain_int(value[0]) is None or plain_int(value[1]) is None:
+        return None
+    return f"{value[0]}.{value[1]}"
+
+
 def _raw_call(query: Query, fn: str, *args):
     """One NVML call, errors raised as they come; GpuIsLost still aborts the GPU."""
     try:
         return query.nvml.call(fn, *args)
     except NvmlError as err:
-        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost(fn) from err
+        if aborts(err):
+            raise GpuLost(err, fn) from err
         raise
 
 
@@ -214,8 +278,9 @@ def mask_to_cpulist(words: list[int] | None) -> str | None:
     """NVML's 64-bit affinity words (word k covers CPUs 64k..64k+63) -> ``"0-31,64-95"``."""
     if words is None:
         return None
-    cpus = [64 * k + bit for k, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1]
-    return format_cpulist(cpus) or None
+    if not isinstance(words, list):
+        raise TypeError(f"affinity mask is {type(words).__name__}, not a list of words")
+    return CpuSet.from_mask_words(words).format() or None
 
 
 def _nvlinks(query: Query, i: int) -> tuple[NvLink, ...]:
@@ -252,8 +317,8 @@ def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
             break
         except NvmlError as err:
-            if err.code == GPU_IS_LOST:
-                raise GpuLost("nvmlDeviceGetNvLinkState") from err
+            if aborts(err):
+                raise GpuLost(err, "nvmlDeviceGetNvLinkState") from err
             absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
             if not absent:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
@@ -267,8 +332,8 @@ def _link_count(query: Query, i: int) -> int:
     try:
         answer = query.nvml.call("nvmlDeviceGetFieldValues", i, [NVLINK_LINK_COUNT_FIELD])
     except NvmlError as err:
-        if err.code == GPU_IS_LOST and not isinstance(err, NotRecorded):
-            raise GpuLost("nvmlDeviceGetFieldValues") from err
+        if aborts(err):
+            raise GpuLost(err, "nvmlDeviceGetFieldValues") from err
         return MAX_LINKS
     entry = answer[0] if isinstance(answer, list) and answer and isinstance(answer[0], dict) else {}
     value = entry.get("value")
@@ -287,7 +352,7 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
         link,
         True,
         query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
-        pciaddr.try_normalize(remote.get("busId")),
+        _address(remote.get("busId")),
         REMOTE_TYPE.get(kind) if kind is not None else None,
     )
 
@@ -296,17 +361,19 @@ def _fabric(info: dict | None) -> GpuFabric | None:
     if not info:
         return None
     return GpuFabric(
-        FABRIC_STATE.get(info.get("state"), str(info.get("state"))),
+        FABRIC_STATE.get(plain_int(info.get("state")), str(info.get("state"))[:40]),
         _uuid(info.get("clusterUuid")),
-        info.get("cliqueId"),
-        info.get("status"),
-        info.get("healthMask"),
+        plain_int(info.get("cliqueId")),
+        plain_int(info.get("status")),
+        plain_int(info.get("healthMask")),
     )
 
 
 def _uuid(raw) -> str | None:
     if isinstance(raw, str) or raw is None:
-        return raw or None
+        return raw[:200] if raw else None
+    if not isinstance(raw, list) or len(raw) > 64 or any(plain_int(b) is None for b in raw):
+        raise ValueError("fabric cluster UUID is neither text nor a list of bytes")
     text = bytes(int(b) & 0xFF for b in raw).hex()
     return None if not text.strip("0") else f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 

@@ -25,7 +25,7 @@ import re
 from topodoc.model import GapReason, PciDevice, PciLink
 from topodoc.probe import pcicfg
 from topodoc.probe.host import FsError
-from topodoc.probe.reading import Reader, dec_int, first_float, hex_int
+from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none, parse_int
 
 DEVICES = "/sys/bus/pci/devices"
 BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -81,7 +81,9 @@ def _device(reader: Reader, name: str, config: bytes) -> PciDevice:
     def num(attr: str, parse, optional: bool = True):
         return reader.parsed(f"{base}/{attr}", f"{attr} of {name}", parse, optional=optional)
 
-    real = reader.fs.realpath(base)
+    real = reader.realpath(base, f"PCI device {name}")
+    if real is None:  # a link loop or dangling link: one gap, not one per attribute behind it
+        return PciDevice(address=name)
     parent, host_bridge = upstream(real)
     return PciDevice(
         address=name,
@@ -139,9 +141,10 @@ def aer_total(text: str) -> int:
     for line in text.splitlines():
         key, _, value = line.strip().partition(" ")
         if key.startswith("TOTAL_ERR"):
-            return int(value)
+            return parse_int(value)
     raise ValueError("no TOTAL_ERR line")
 
 
 def _int_or_none(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    value = int_or_none(text)
+    return value if value is not None and value >= 0 else None

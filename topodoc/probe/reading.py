@@ -6,9 +6,12 @@ Collectors never raise on bad input: a file that is missing, unreadable or holds
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import re
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from topodoc.cpuset import CpuSet
 from topodoc.model import Gap, GapReason
 from topodoc.probe.host import FsError, RootFs
 
@@ -53,6 +56,15 @@ class Reader:
                 self.gap(what, err.reason, path, err.detail)
             return []
 
+    def realpath(self, path: str, what: str) -> str | None:
+        """Where ``path`` leads with every symlink resolved; None and a Gap when it cannot be (a link
+        loop, a missing link target)."""
+        try:
+            return self.fs.realpath(path)
+        except FsError as err:
+            self.gap(what, err.reason, path, err.detail)
+            return None
+
     def link_name(self, path: str) -> str | None:
         """The last component of a symlink's target (``driver`` -> ``nvidia``), None when absent."""
         try:
@@ -61,12 +73,39 @@ class Reader:
             return None
 
 
+MAX_DIGITS = 40  # no sysfs, procfs or NVML number is longer; int() never sees a 4,300-digit string
+_INT = {
+    10: re.compile(rf"[+-]?[0-9]{{1,{MAX_DIGITS}}}"),
+    16: re.compile(rf"(?:0[xX])?[0-9a-fA-F]{{1,{MAX_DIGITS}}}"),
+}
+
+
+def parse_int(text: str, base: int = 10) -> int:
+    """The one way the probe turns machine text into an int: ASCII digits only (``str.isdigit`` also
+    accepts ``"\u00b2"``, which ``int`` refuses), at most :data:`MAX_DIGITS` of them; ValueError
+    otherwise, which :meth:`Reader.parsed` turns into a Gap."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected a number, got {type(text).__name__}")
+    word = text.strip()
+    if not _INT[base].fullmatch(word):
+        raise ValueError(f"not a base-{base} number of at most {MAX_DIGITS} digits: {word[:40]!r}")
+    return int(word, base)
+
+
+def int_or_none(text: str | None, base: int = 10) -> int | None:
+    """:func:`parse_int`, or None for absent or bad text."""
+    try:
+        return parse_int(text, base) if text is not None else None
+    except ValueError:
+        return None
+
+
 def hex_int(text: str) -> int:
-    return int(text, 16)
+    return parse_int(text, 16)
 
 
 def dec_int(text: str) -> int:
-    return int(text, 10)
+    return parse_int(text, 10)
 
 
 def first_float(text: str) -> float | None:
@@ -74,31 +113,18 @@ def first_float(text: str) -> float | None:
     word = text.split()[0] if text.split() else ""
     if word.lower() == "unknown":
         return None
-    return float(word)
+    value = float(word) if len(word) <= MAX_DIGITS else math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {word[:40]!r}")
+    return value
 
 
-def parse_cpulist(text: str) -> list[int]:
-    """``"0-3,8,10-11"`` -> [0, 1, 2, 3, 8, 10, 11]; raises ValueError on anything else."""
-    cpus: list[int] = []
-    for part in filter(None, text.strip().split(",")):
-        low, _, high = part.partition("-")
-        first, last = int(low), int(high or low)
-        if last < first:
-            raise ValueError(f"descending range {part!r}")
-        cpus.extend(range(first, last + 1))
-    return cpus
+def parse_cpulist(text: str) -> CpuSet:
+    """``"0-3,8,10-11"`` as a :class:`~topodoc.cpuset.CpuSet` (ranges, never expanded); ValueError
+    (:class:`~topodoc.cpuset.CpuSetError`) on anything else, including CPUs no machine has."""
+    return CpuSet.parse(text)
 
 
-def format_cpulist(cpus: list[int]) -> str:
-    """[0, 1, 2, 3, 8] -> ``"0-3,8"`` (the kernel's own spelling)."""
-    ranges: list[str] = []
-    ordered = sorted(set(cpus))
-    start = prev = None
-    for cpu in ordered + [None]:
-        if start is not None and (cpu is None or cpu != prev + 1):
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if cpu is not None and start is None:
-            start = cpu
-        prev = cpu
-    return ",".join(ranges)
+def format_cpulist(cpus: CpuSet | Iterable[int]) -> str:
+    """A CpuSet or CPU numbers -> ``"0-3,8"`` (the kernel's own spelling)."""
+    return (cpus if isinstance(cpus, CpuSet) else CpuSet.from_cpus(cpus)).format()

@@ -11,10 +11,12 @@
 With ``SOURCE_DATE_EPOCH`` set (reproducible-builds.org), ``recorded_at`` and every timestamp in the
 archive are that instant, so the same machine state always gives the same archive bytes.
 
-``open_recording`` extracts safely (see :mod:`topodoc.probe.archive`) into a temporary directory.
-Each archive is extracted once per process (keyed by the SHA-256 of its bytes; at most
-:data:`CACHE_SIZE` trees kept, removed at exit) and every call gets a fresh Host over that read-only
-tree, so a process that replays the same recording many times (tests, the agent) pays once.
+``open_recording`` checks the whole archive, then extracts it (see :mod:`topodoc.probe.archive`)
+into a scratch folder (see :mod:`topodoc.probe.scratch`: ``/dev/shm`` for small trees, removed at
+exit and on SIGTERM/SIGHUP, swept when a killed process left one). Each archive is extracted once per
+process (keyed by the SHA-256 of its bytes; at most :data:`CACHE_SIZE` trees kept) and every call
+gets a fresh Host over that tree, so a process that replays the same recording many times (tests,
+the agent) pays once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import hashlib
 import json
 import os
 import posixpath
-import tempfile
+import re
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from topodoc import __version__
 from topodoc.model import GapReason
-from topodoc.probe.archive import ArchiveError, Members, extract_archive, write_archive
+from topodoc.probe import scratch
+from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
 from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.recordfs import RecordingFs
 
@@ -69,6 +72,7 @@ def write_recording(
         from topodoc.probe.redact import redact_members
 
         redact_members(members)
+        name = json.loads(members.files["meta.json"])["name"]  # a host name in it is redacted too
     size = write_archive(str(out_path), members, mtime=epoch)
     return RecordingSummary(
         str(out_path),
@@ -96,7 +100,7 @@ def source_date_epoch() -> int | None:
     raw = os.environ.get(EPOCH_VARIABLE, "").strip()
     if not raw:
         return None
-    if not raw.isdigit():
+    if not re.fullmatch(r"[0-9]{1,12}", raw):
         raise ValueError(f"{EPOCH_VARIABLE} must be a whole number of seconds since 1970, got {raw!r}")
     return int(raw)
 
@@ -146,7 +150,7 @@ def open_recording(path) -> Host:
     return open_directory(directory, label=str(path))
 
 
-_cache: dict[str, tempfile.TemporaryDirectory] = {}
+_cache: dict[str, str] = {}
 _cache_lock = threading.Lock()
 
 
@@ -154,52 +158,48 @@ def _extracted(path: str) -> str:
     key = _digest(path)
     with _cache_lock:
         if key not in _cache:
-            workdir = _extract_to_scratch(path)
+            tree = _extract_to_scratch(path)
             if len(_cache) >= CACHE_SIZE:
-                _cache.pop(next(iter(_cache))).cleanup()
-            _cache[key] = workdir
-        return _cache[key].name
+                scratch.remove_tree(_cache.pop(next(iter(_cache))))
+            _cache[key] = tree
+        return _cache[key]
 
 
-def scratch_dir() -> str | None:
-    """Where replay trees go: ``$TMPDIR`` when the user set it, else ``/dev/shm`` when it is a writable
-    tmpfs, else Python's default. A recording is ~2,000 small files; on a VM disk writing them to /tmp
-    took 1.6 s against 0.2 s on tmpfs (measured on the development VM), and every --from pays it."""
-    if os.environ.get("TMPDIR"):
-        return None
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+def _extract_to_scratch(path: str) -> str:
+    """Check the whole archive, then extract it into :func:`scratch.place_for` its size (``/dev/shm``
+    when small enough); when writing there fails (a small ``/dev/shm`` in a container), once more in
+    the default temporary directory."""
+    with SafeArchive(path) as archive:
+        place = scratch.place_for(archive.plan.footprint)
+        if place is not None:
+            try:
+                return _extract_into(archive, place)
+            except ArchiveError as err:
+                if not isinstance(err.__cause__, OSError):
+                    raise
+        return _extract_into(archive, None)
 
 
-def _extract_to_scratch(path: str) -> tempfile.TemporaryDirectory:
-    """Extract into :func:`scratch_dir`; when writing there fails (a small ``/dev/shm`` in a
-    container), once more in the default temporary directory."""
-    place = scratch_dir()
-    if place:
-        try:
-            return _extract_into(path, place)
-        except OSError:
-            pass  # the scratch folder cannot be made there
-        except ArchiveError as err:
-            if not isinstance(err.__cause__, OSError):
-                raise
-    return _extract_into(path, None)
-
-
-def _extract_into(path: str, place: str | None) -> tempfile.TemporaryDirectory:
-    workdir = tempfile.TemporaryDirectory(prefix="topodoc-replay-", dir=place)
+def _extract_into(archive: SafeArchive, place: str | None) -> str:
     try:
-        extract_archive(path, workdir.name)
+        tree = scratch.new_tree(place)
+    except OSError as err:
+        raise ArchiveError(f"{archive.path}: cannot make a folder to unpack it ({err.strerror})") from err
+    try:
+        archive.extract(tree)
+    except OSError as err:
+        scratch.remove_tree(tree)
+        raise ArchiveError(f"{archive.path}: cannot unpack it ({err.strerror or err})") from err
     except BaseException:
-        workdir.cleanup()
+        scratch.remove_tree(tree)
         raise
-    return workdir
+    return tree
 
 
 def _digest(path: str) -> str:
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as err:
@@ -212,21 +212,47 @@ def open_directory(directory, label: str | None = None) -> Host:
     root = Path(directory)
     label = label or str(directory)
     meta = _load_json(root, "meta.json", label)
-    if meta.get("format") != FORMAT:
-        raise ArchiveError(f"{label}: recording format {meta.get('format')!r} is not the supported {FORMAT}")
+    if meta.get("format") != FORMAT or isinstance(meta.get("format"), bool):
+        shown = str(meta.get("format"))[:40]
+        raise ArchiveError(f"{label}: recording format {shown} is not the supported {FORMAT}")
     try:
-        failures = {
-            item["path"]: (GapReason(item["reason"]), item.get("detail", ""))
-            for item in meta.get("unreadable", [])
-        }
+        failures = _failures(meta)
         nvml = TapeNvml(_load_json(root, "nvml.json", label, {}))
         runner = TapeRunner(_load_json(root, "commands.json", label, {}))
     except (KeyError, ValueError, TypeError, AttributeError) as err:
-        raise ArchiveError(f"{label}: malformed recording ({err})") from err
+        raise ArchiveError(f"{label}: malformed recording ({str(err)[:300]})") from err
     fs_root = root / "fs"
     if not fs_root.is_dir():
         raise ArchiveError(f"{label}: not a topodoc recording (no fs/ directory)")
     return Host(RootFs(fs_root, failures), nvml, runner, meta)
+
+
+META_TEXT = ("name", "recorded_at", "topodoc_version")
+
+
+def _failures(meta: dict) -> dict[str, tuple[GapReason, str]]:
+    """meta.json's ``unreadable`` list as ``{path: (reason, detail)}``, every field's type checked
+    (ValueError naming the field), and the text fields other code reads checked to be text."""
+    for key in META_TEXT:
+        if not isinstance(meta.get(key), (str, type(None))):
+            raise ValueError(f"meta.json {key!r} must be a string, got {type(meta[key]).__name__}")
+    items = meta.get("unreadable", [])
+    if not isinstance(items, list):
+        raise ValueError(f"meta.json 'unreadable' must be a list, got {type(items).__name__}")
+    failures = {}
+    for n, item in enumerate(items):
+        where = f"meta.json unreadable[{n}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where} must be an object, got {type(item).__name__}")
+        path, reason, detail = item.get("path"), item.get("reason"), item.get("detail", "")
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"{where}: 'path' must be an absolute path")
+        if not isinstance(detail, str):
+            raise ValueError(f"{where}: 'detail' must be a string, got {type(detail).__name__}")
+        if reason not in {r.value for r in GapReason}:
+            raise ValueError(f"{where}: 'reason' {str(reason)[:40]!r} is not a known reason")
+        failures[path] = (GapReason(reason), detail)
+    return failures
 
 
 _REQUIRED = object()
@@ -240,8 +266,8 @@ def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
         return default
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ArchiveError(f"{archive}: {name} is not valid JSON ({err})") from err
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise ArchiveError(f"{archive}: {name} is not valid JSON ({str(err)[:200]})") from err
     if not isinstance(data, dict):
         raise ArchiveError(f"{archive}: {name} must hold a JSON object")
     return data

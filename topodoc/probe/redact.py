@@ -1,13 +1,21 @@
 """Redaction of a recording before it is written: consistent, format-preserving replacements.
 
-Replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
+By structure first (what a field is, not how it looks): the NVML tape's cluster UUID (also as the 16
+integers live pynvml returns), board ids and every UUID/serial field; ``/proc/cmdline`` values under keys
+that name a secret, URL, host or site (``token=``, ``ipa-api-url=``, ``BOOTIF=``, ``hostname=``, ...),
+any value holding a URL or user@host, and the host name field of ``ip=``; the recording's name in
+``meta.json`` (an output file ``node7-20261201.tar.gz`` names the host). Host names the kernel command
+line gives (``ip=``, ``hostname=``) join the machine's host names below.
+
+Then replaced everywhere in every text member (sysfs/procfs files, the NVML tape, command outputs, meta):
 the hostname (read from ``/proc/sys/kernel/hostname`` and ``/etc/hostname``; the full name and its
-first label, each as a whole word together with any domain written after it, so a short name never
-leaves ``.cluster.example.com`` behind; ``localhost`` and the like identify nobody and stay), GPU
+first label, in any case, each as a whole word together with any domain written after it, so a short
+name never leaves ``.cluster.example.com`` behind; ``localhost`` and the like identify nobody and stay), GPU
 serials (the tape's ``nvmlDeviceGetSerial`` answers), and by pattern IPv4 addresses (except 0.0.0.0
 and 127.x), IPv6 addresses in any spelling (``fe80::1``, ``2001:db8::8a2e:370:7334``, unpadded
-groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet and 20-byte IPoIB), UUIDs
-(``GPU-``/``MIG-`` prefixes kept), 128-bit GIDs and 64-bit GUIDs. Binary PCI ``config`` files keep
+groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet with colons or dashes, 20-byte IPoIB),
+UUIDs (dashed, ``GPU-``/``MIG-`` prefixes kept, or 32 hex digits), 128-bit GIDs and 64-bit GUIDs (also
+``0x`` and 16 hex digits). Binary PCI ``config`` files keep
 everything but the Device Serial Number, which is zeroed. The same original always maps to the same
 replacement, and a replacement has the original's shape (a MAC stays a MAC; a GID and the same
 address written compressed map to one address; an IPv4-mapped RoCE GID maps to the redacted IPv4),
@@ -34,8 +42,11 @@ PATTERN = re.compile(
     + rf"(?P<gid>{HEX}{{4}}(?::{HEX}{{4}}){{7}})"
     + rf"|(?P<mac20>{HEX}{{2}}(?::{HEX}{{2}}){{19}})"
     + rf"|(?P<uuid>{HEX}{{8}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{12}})"
+    + rf"|(?P<uuid32>{HEX}{{32}})"
     + rf"|(?P<guid>{HEX}{{4}}(?::{HEX}{{4}}){{3}})"
+    + rf"|(?P<guid0x>0x{HEX}{{16}})"
     + rf"|(?P<mac>{HEX}{{2}}(?::{HEX}{{2}}){{5}})"
+    + rf"|(?P<macdash>{HEX}{{2}}(?:-{HEX}{{2}}){{5}})"
     + ")"
     + EDGE_R
     + rf"|(?<![\w:.])(?P<ipv6>{GROUPS}?::{GROUPS}?|{HEX}{{1,4}}(?::{HEX}{{1,4}}){{7}})(?![\w:.-])"
@@ -49,9 +60,12 @@ GENERIC_HOSTNAMES = {"localhost", "localhost.localdomain", "localdomain", "(none
 class Redactor:
     def __init__(self, hostnames: set[str], serials: set[str]) -> None:
         self.mapping: dict[str, str] = {}
-        self.counters = {kind: count(1) for kind in ("gid", "mac20", "uuid", "guid", "mac", "ipv4", "serial")}
+        kinds = ("gid", "mac20", "uuid", "uuid32", "guid", "guid0x", "mac", "macdash", "ipv4", "serial")
+        kinds += ("board",)
+        self.counters = {kind: count(1) for kind in kinds}
+        self.hostnames = {h for h in hostnames if h and h.lower() not in GENERIC_HOSTNAMES}
         self.literals = sorted(
-            [(_hostname_pattern(h), "redacted-host") for h in hostnames if h and h not in GENERIC_HOSTNAMES]
+            [(_hostname_pattern(h), "redacted-host") for h in self.hostnames]
             + [(re.compile(rf"(?<!\w){re.escape(s)}(?!\w)"), self._serial(s)) for s in serials if s],
             key=lambda item: -len(item[0].pattern),
         )
@@ -81,12 +95,47 @@ class Redactor:
         n = next(self.counters[kind])
         if kind == "ipv4":
             return f"192.0.2.{n}" if n < 255 else f"198.18.{n // 256}.{n % 256}"
-        if kind in ("mac", "mac20"):
-            octets = 6 if kind == "mac" else 20
-            return ":".join(f"{b:02x}" for b in (b"\x02" + n.to_bytes(octets - 1, "big")))
+        if kind in ("mac", "mac20", "macdash"):
+            octets = 20 if kind == "mac20" else 6
+            return ("-" if kind == "macdash" else ":").join(
+                f"{b:02x}" for b in (b"\x02" + n.to_bytes(octets - 1, "big"))
+            )
         if kind == "uuid":
             return f"00000000-0000-4000-8000-{n:012x}"
+        if kind == "uuid32":
+            return f"000000000000400080000{n:011x}"
+        if kind == "guid0x":
+            return f"0x00000000{n:08x}"
         return f"0000:0000:{n >> 16 & 0xFFFF:04x}:{n & 0xFFFF:04x}"
+
+    def uuid_bytes(self, raw: list) -> list:
+        """A UUID as NVML's 16 integers (``clusterUuid``): the same replacement as its text form."""
+        data = bytes(int(b) & 0xFF for b in raw)
+        if len(raw) != 16 or not data.strip(b"\0"):
+            return raw  # all zero: no cluster, identifies nobody
+        text = data.hex()
+        fresh = self.text(f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}")
+        return list(bytes.fromhex(fresh.replace("-", "")))
+
+    def opaque_uuid(self, value: str) -> str:
+        key = f"uuid-opaque:{value.lower()}"
+        if key not in self.mapping:
+            self.mapping[key] = self._fresh("uuid", value)
+        return self.mapping[key]
+
+    def board(self, value: int) -> int:
+        key = f"board:{value}"
+        if key not in self.mapping:
+            self.mapping[key] = str(next(self.counters["board"]))
+        return int(self.mapping[key])
+
+    def name(self, name: str) -> str:
+        """A recording's name (from its file name, ``node7-20261201``): any host name in it, as a part
+        between non-alphanumerics and in any case, becomes ``redacted-host``."""
+        for host in sorted(self.hostnames, key=len, reverse=True):
+            name = re.sub(rf"(?<![A-Za-z0-9]){re.escape(host)}(?![A-Za-z0-9])", "redacted-host", name,
+                          flags=re.IGNORECASE)
+        return self.text(name)
 
     def _ipv6(self, original: str, exploded: bool) -> str:
         """One replacement per address however it is written (GID, compressed, unpadded)."""
@@ -117,12 +166,13 @@ class Redactor:
 
 def _hostname_pattern(name: str) -> re.Pattern:
     """``name`` as a whole word, with any domain labels written after it."""
-    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?:\.[A-Za-z0-9-]+)*(?![\w-])")
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?:\.[A-Za-z0-9-]+)*(?![\w-])", re.IGNORECASE)
 
 
 def redact_members(members: Members) -> Redactor:
     """Redact ``members`` in place; returns the Redactor (its ``mapping`` says what was replaced)."""
     redactor = Redactor(_hostnames(members), _serials(members))
+    _redact_structure(members, redactor)
     for name, data in list(members.files.items()):
         if name.endswith("/config"):
             members.files[name] = pcicfg.zero_serial(data)
@@ -142,6 +192,7 @@ def _hostnames(members: Members) -> set[str]:
         if raw:
             names.add(raw)
             names.add(raw.split(".")[0])
+    names |= _cmdline_hostnames(members.files.get(CMDLINE, b"").decode("utf-8", errors="replace"))
     return names
 
 
@@ -155,3 +206,121 @@ def _serials(members: Members) -> set[str]:
         for call in tape.get("calls", [])
         if call.get("fn") == "nvmlDeviceGetSerial" and call.get("value")
     }
+
+
+# /proc/cmdline keys whose values identify a site, a machine or grant access (PXE/ironic/cloud-init boots):
+# the value is replaced whole, whatever it looks like.
+# A key is secret when one of its parts (split at . _ -) is a word below, or it contains a fragment below
+# (``ipa-api-url``, ``ironic_api_url``, ``ipa-agent-token``, ``BOOTIF``, ``systemd.hostname``, ``nfsroot``);
+# ``apic=``, ``iommu=``, ``console=`` and the like stay.
+CMDLINE_SECRET_PARTS = frozenset({
+    "token", "password", "passwd", "pass", "secret", "key", "cred", "creds", "credentials", "auth", "url",
+    "uri", "api", "host", "hostname", "server", "bootif", "nfsroot", "iscsi", "ironic", "user", "username",
+    "cloud", "seedfrom", "ds", "ntp", "dns", "nameserver", "domain", "fqdn", "nodename", "cluster", "serial",
+    "uuid", "asset", "tag", "endpoint", "proxy", "ssh",
+})
+CMDLINE_SECRET_FRAGMENTS = ("token", "passw", "secret", "url", "hostname", "bootif", "ironic", "cred")
+CMDLINE = "fs/proc/cmdline"
+
+
+def _redact_structure(members: Members, redactor: Redactor) -> None:
+    """Fields known to identify the machine, replaced by what they are rather than how they look."""
+    if CMDLINE in members.files:
+        text = members.files[CMDLINE].decode("utf-8", errors="replace")
+        members.files[CMDLINE] = redact_cmdline(text).encode("utf-8")
+    if "nvml.json" in members.files:
+        try:
+            tape = json.loads(members.files["nvml.json"])
+        except ValueError:
+            tape = None
+        if isinstance(tape, dict):
+            for call in tape.get("calls", []) if isinstance(tape.get("calls"), list) else []:
+                if isinstance(call, dict) and "value" in call:
+                    call["value"] = _tape_value(call.get("fn"), call["value"], redactor)
+            members.files["nvml.json"] = json.dumps(tape, indent=1, sort_keys=True).encode()
+    if "meta.json" in members.files:
+        try:
+            meta = json.loads(members.files["meta.json"])
+        except ValueError:
+            meta = None
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            meta["name"] = redactor.name(meta["name"])
+            members.files["meta.json"] = json.dumps(meta, indent=1, sort_keys=True).encode()
+
+
+def _tape_value(fn, value, redactor: Redactor):
+    """An NVML answer with its identifying fields replaced: cluster UUIDs (16 integers or text), board
+    ids, UUIDs and serials in any field whose name says so."""
+    if fn == "nvmlDeviceGetBoardId" and isinstance(value, int) and not isinstance(value, bool):
+        return redactor.board(value)
+    if fn == "nvmlDeviceGetUUID" and isinstance(value, str) and value and redactor.text(value) == value:
+        return "GPU-" + redactor.opaque_uuid(value)  # a UUID in no spelling the patterns know
+    if isinstance(value, dict):
+        return {key: _field(key, item, redactor) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_tape_value(None, item, redactor) for item in value]
+    return value
+
+
+def _field(key: str, value, redactor: Redactor):
+    lowered = key.lower()
+    if "uuid" in lowered and isinstance(value, list) and all(isinstance(b, int) for b in value):
+        return redactor.uuid_bytes(value)
+    if "boardid" in lowered and isinstance(value, int) and not isinstance(value, bool):
+        return redactor.board(value)
+    if ("serial" in lowered or "uuid" in lowered) and isinstance(value, str) and value.strip("0- "):
+        redacted = redactor.text(value)
+        return redacted if redacted != value else "redacted"
+    return _tape_value(None, value, redactor)
+
+
+def redact_cmdline(text: str) -> str:
+    """``/proc/cmdline`` token by token: a value under a key that names a secret, a host, a URL or a
+    site (``token=``, ``ipa-api-url=``, ``BOOTIF=``, ``hostname=``, ``nfsroot=``, ...) and any value
+    holding a URL or a user@host becomes ``redacted``; the host name field of ``ip=`` too. Addresses
+    elsewhere are left to the pattern pass, so ``ip=`` keeps a consistent (redacted) address."""
+    return " ".join(_cmdline_token(token) for token in text.split(" "))
+
+
+def _cmdline_token(token: str) -> str:
+    key, sep, value = token.partition("=")
+    if not sep or not value.strip():
+        return token
+    tail = "\n" if value.endswith("\n") else ""
+    value = value.rstrip("\n")
+    if key.lower() == "ip":
+        return f"{key}={_ip_param(value)}{tail}"
+    if _secret_key(key) or "://" in value or "@" in value:
+        return f"{key}=redacted{tail}"
+    return token
+
+
+def _secret_key(key: str) -> bool:
+    lowered = key.lower()
+    parts = re.split(r"[._-]", lowered)
+    return any(part in CMDLINE_SECRET_PARTS for part in parts) or any(
+        fragment in lowered for fragment in CMDLINE_SECRET_FRAGMENTS
+    )
+
+
+def _ip_param(value: str) -> str:
+    """``ip=client:server:gw:netmask:hostname:device:autoconf...``: the host name field is redacted."""
+    if "[" in value:
+        return value
+    fields = value.split(":")
+    if len(fields) > 4 and fields[4]:
+        fields[4] = "redacted-host"
+    return ":".join(fields)
+
+
+def _cmdline_hostnames(text: str) -> set[str]:
+    """Host names the kernel command line gives (``ip=...:NAME:...``, ``hostname=``): they are the
+    machine's, so they are replaced wherever they appear."""
+    names = set()
+    for token in text.split():
+        key, _sep, value = token.partition("=")
+        if key.lower() == "ip" and "[" not in value and len(value.split(":")) > 4:
+            names.add(value.split(":")[4])
+        elif key.lower() in ("hostname", "systemd.hostname", "nodename", "fqdn"):
+            names.add(value)
+    return {n for part in names for n in (part, part.split(".")[0]) if n}

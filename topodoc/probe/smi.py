@@ -25,11 +25,16 @@ def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
             gaps.append(Gap(WHAT, GapReason.MISSING, "command", "nvidia-smi is not installed"))
         return None
     if result.timed_out:
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"no answer within {TIMEOUT_S:g} s (killed)"))
+        note = result.stderr.strip()
+        detail = note if note.startswith("[topodoc:") else f"no answer within {TIMEOUT_S:g} s (killed)"
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", detail))
+        return None
+    if result.truncated:
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", "output without end: cut and stopped at the cap"))
         return None
     if result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()[:1]
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {' '.join(detail)}"))
+        detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:1])[:200]
+        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {detail}"))
         return None
     return _parse(result.stdout, gaps)
 

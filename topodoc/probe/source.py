@@ -20,14 +20,20 @@ class SourceError(ValueError):
     """The machine spec names nothing usable (no such file, not a recording, unsafe archive...)."""
 
 
-def resolve_source(spec: str | None) -> tuple[Host, str]:
-    """The Host for ``spec`` and the source name a Snapshot should carry."""
+DEFAULT_DEADLINE_S = 60.0  # a live probe of an 8-GPU server takes about a second; a hung GPU never ends
+
+
+def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> tuple[Host, str]:
+    """The Host for ``spec`` and the source name a Snapshot should carry; a live Host asks nothing of
+    NVML or nvidia-smi after ``deadline_s`` seconds (what it has then is reported, the rest as gaps)."""
     if spec is None or spec == "live":
-        return Host.live(), "live"
+        return Host.live(deadline_s), "live"
     if spec.startswith(EXAMPLE):
         return _open(_example(spec[len(EXAMPLE) :]), spec)
     if not os.path.exists(spec):
         raise SourceError(f"no such recording: {spec}")
+    if not os.path.isdir(spec) and not spec.endswith((".tar.gz", ".tgz")) and _is_text_machine(spec):
+        raise _TextMachine(spec)
     if os.path.isdir(spec) or not spec.endswith((".tar.gz", ".tgz")):
         raise SourceError(f"not a recording archive (expected NAME.tar.gz): {spec}")
     return _open(spec, None)
@@ -69,9 +75,43 @@ def host_for_root(root: str) -> tuple[Host, str]:
     return Host(RootFs(root), TapeNvml({}), TapeRunner({})), f"root:{root}"
 
 
-def load_snapshot(spec: str | None) -> model.Snapshot:
-    """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`)."""
+class _TextMachine(SourceError):
+    """``spec`` is a machine description file (hwloc / NCCL topology XML, probe --json), not a recording."""
+
+    def __init__(self, spec: str) -> None:
+        super().__init__(f"{spec} is a machine description (hwloc or NCCL topology XML, probe --json), "
+                         "not a recording: this command needs a recording")
+
+
+def _is_text_machine(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).lstrip()
+    except OSError:
+        return False
+    return head.startswith((b"<", b"{", b"\x1f\x8b"))
+
+
+def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> model.Snapshot:
+    """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`); a hardware text
+    file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording."""
     from topodoc.probe.collect import collect
 
-    host, source = resolve_source(spec)
+    try:
+        host, source = resolve_source(spec, deadline_s)
+    except _TextMachine:
+        return _text_snapshot(str(spec))
     return collect(host, source)
+
+
+def _text_snapshot(path: str) -> model.Snapshot:
+    from topodoc.textinputs import InputError, read_input
+
+    try:
+        item = read_input(path)
+    except InputError as err:
+        raise SourceError(str(err)) from err
+    if item.kind not in ("hwloc-xml", "nccl-topo-xml", "topodoc-json") or item.parsed is None:
+        what = "not a machine description (hwloc XML, NCCL topology XML, topodoc probe --json)"
+        raise SourceError(f"{path}: {item.error or what}")
+    return item.parsed

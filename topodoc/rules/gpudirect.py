@@ -170,8 +170,8 @@ def _bridges_between(snapshot: Snapshot, topology: Topology) -> set[str]:
 @rule(
     "acs-on-p2p-path", "error", ("pcie", "acs", "gdr", "p2p"),
     title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
-    fix="disable ACS in the BIOS, or at runtime `sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000` on each "
-    "listed bridge (bare metal only)",
+    fix="disable ACS in the BIOS, or at runtime clear only ReqRedir and CmpltRedir on each listed bridge: "
+    "`sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000:000c` (bare metal only)",
 )
 def acs_on_p2p_path(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
     on_path = sorted(_on_path_bridges(snapshot, topology))
@@ -185,12 +185,22 @@ def acs_on_p2p_path(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
         sysfs_evidence(addr, "config ACS ctrl", acs_text(snapshot.pci[addr].acs_ctrl or 0))
         for addr in enabled[:4]
     )
-    yield (_acs_in_vm if snapshot.host.virtualized else _acs_on_bare_metal)(enabled, evidence)
+    if snapshot.host.virtualized:
+        yield _acs_in_vm(enabled, evidence)
+    else:
+        yield _acs_on_bare_metal(enabled, evidence, snapshot.source)
 
 
-def acs_off_commands(bridges: list[str]) -> str:
-    """The runtime fix for ACS redirect: clear the ACS control word of each bridge (bare metal only)."""
-    return " ; ".join(f"sudo setpci -s {addr} ECAP_ACS+0x6.w=0000" for addr in bridges)
+def acs_off_commands(bridges: list[str], source: str = "live") -> str:
+    """The runtime fix for ACS redirect (bare metal only): clear ReqRedir and CmpltRedir, and nothing else,
+    in each bridge's ACS control word (ECAP_ACS+0x6). setpci's ``value:mask`` form reads the word, changes
+    only the bits set in the mask and writes it back, so SrcValid, TransBlk, UpstreamFwd, EgressCtrl and
+    DirectTrans keep their values. For a recording (``source`` is not ``live``) the addresses are the
+    recorded machine's, and the text says so."""
+    commands = " ; ".join(f"sudo setpci -s {addr} ECAP_ACS+0x6.w=0000:{ACS_REDIRECT:04x}" for addr in bridges)
+    if source == "live":
+        return commands
+    return f"on the machine recorded in {source} (the PCI addresses are that machine's): {commands}"
 
 
 def acs_redirect_bridges(snapshot: Snapshot, topology: Topology) -> list[str]:
@@ -210,14 +220,14 @@ def _acs_in_vm(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hit:
     )
 
 
-def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...]) -> Hit:
+def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...], source: str) -> Hit:
     return Hit(
         subject=", ".join(enabled),
         message=f"ACS P2P redirect is enabled on {len(enabled)} switch port(s) between GPUs/NICs: P2P and "
         "GPUDirect RDMA traffic is forced up to the root complex (much slower, or failing with IB local "
         "protection errors)",
         evidence=evidence,
-        fix=acs_off_commands(enabled[:4]) + " (or disable ACS in the BIOS)",
+        fix=acs_off_commands(enabled[:4], source) + " (or disable ACS in the BIOS)",
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
-from topodoc.parsers.nccl_log_errors import completion_status
+from topodoc.parsers.nccl_log.errors import completion_status
 from topodoc.rules.common import kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text
@@ -235,7 +235,7 @@ def _protection_causes(snapshot: Snapshot, topology: Topology) -> list[tuple[str
         evidence = tuple(
             sysfs_evidence(a, "config ACS ctrl", acs_text(snapshot.pci[a].acs_ctrl or 0)) for a in bridges[:2]
         )
-        setpci = acs_off_commands(bridges)
+        setpci = acs_off_commands(bridges, snapshot.source)
         causes.append((f"ACS P2P redirect on {', '.join(bridges)} sends the NIC's GPU-memory requests up "
                        "to the root complex, which refuses them", evidence, setpci))
     kernel = snapshot.kernel

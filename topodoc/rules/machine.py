@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
+from topodoc.cpuset import CpuSet, CpuSetError
 from topodoc.model import Gpu, GpuPair, Nic, NicPort, PciDevice, Snapshot
 from topodoc.topology import pcitree, vocab
 from topodoc.topology.types import Connection, GpuEnd, NicEnd, Topology
@@ -79,15 +80,12 @@ def nvlinked(topology: Topology, a: Gpu | GpuEnd, b: Gpu | GpuEnd) -> bool:
     return conn is not None and conn.nvlinks > 0
 
 
-def parse_cpulist(text: str | None) -> set[int]:
-    """``"0-3,8,10-11"`` -> {0, 1, 2, 3, 8, 10, 11}; empty or None -> empty set."""
-    cpus: set[int] = set()
-    for part in (text or "").strip().split(","):
-        if not part.strip():
-            continue
-        lo, _, hi = part.strip().partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
+def parse_cpulist(text: str | None) -> CpuSet:
+    """``"0-3,8,10-11"`` as CPU ranges (never expanded); empty, None or invalid -> no CPU."""
+    try:
+        return CpuSet.parse(text or "")
+    except CpuSetError:
+        return CpuSet()
 
 
 def gpu_device(snapshot: Snapshot, gpu: Gpu) -> PciDevice | None:

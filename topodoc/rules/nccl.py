@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
-from topodoc.parsers.nccl_log_errors import LAST_ERROR_NOTE, completion_status
+from topodoc.parsers.nccl_log.errors import LAST_ERROR_NOTE, completion_status
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 

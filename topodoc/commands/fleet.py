@@ -1,0 +1,107 @@
+"""``topodoc fleet INPUT... [--logs PATH...] [--json | --csv] [--fail-on SEVERITY] [--jobs N]``.
+
+Compares nodes that should be identical: recordings, directories of them, ``probe --json``
+snapshots, agent documents or agent URLs, one node per input. Exit: 0 no difference at or above
+``--fail-on``, 1 one is, 2 bad usage, no readable node, or an internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from topodoc.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+
+SEVERITIES = ("info", "warning", "error", "critical")
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, metavar="INPUT...")
+@click.option(
+    "--logs",
+    "logs",
+    multiple=True,
+    metavar="PATH",
+    help="NCCL logs from many nodes (repeatable; directories are walked): adds the rail map.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (schema topodoc.fleet).")
+@click.option("--csv", "as_csv", is_flag=True, help="One CSV row per node and differing property.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a difference is at least this severe.",
+)
+@click.option(
+    "--jobs", type=click.IntRange(1, 64), default=None, help="Processes to use (default: the cores)."
+)
+def command(
+    inputs: tuple[str, ...],
+    logs: tuple[str, ...],
+    as_json: bool,
+    as_csv: bool,
+    fail_on: str,
+    jobs: int | None,
+) -> None:
+    """Find the odd node out across servers that should be identical.
+
+    \b
+    Example:
+      srun --ntasks-per-node=1 topodoc record -o recs/%N.tar.gz
+      topodoc fleet recs/ --fail-on warning
+    """
+    from topodoc.fleet.compare import compare
+    from topodoc.fleet.nodes import expand, load_all
+
+    if not inputs and not logs:
+        _fail("give recordings, snapshots, directories or agent URLs to compare")
+    if as_json and as_csv:
+        _fail("give either --json or --csv")
+    items, errors = expand(inputs)
+    groups, load_errors = load_all(items, jobs)
+    report = compare(groups, errors + load_errors)
+    rails = _rails(logs) if logs else None
+    _emit(report, rails, as_json, as_csv)
+    if report.nodes == 0 and rails is None:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if _gate(report, rails, fail_on) else EXIT_OK)
+
+
+def _rails(paths: tuple[str, ...]):
+    from topodoc.fleet.raillog import RailLogError, rail_map
+
+    try:
+        return rail_map(paths)
+    except RailLogError as err:
+        _fail(str(err))
+
+
+def _gate(report, rails, fail_on: str) -> bool:
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    worst = [order[d.severity] for d in report.differences]
+    if rails is not None:
+        worst += [order[f.severity] for f in rails.findings]
+    return bool(worst) and max(worst) >= order[fail_on]
+
+
+def _emit(report, rails, as_json: bool, as_csv: bool) -> None:
+    from topodoc.report.fleet import render_text, to_csv, to_json
+
+    if as_csv:
+        click.echo(to_csv(report), nl=False)
+    elif as_json:
+        click.echo(to_json(report, rails))
+    else:
+        text = render_text(report) if report.nodes or not rails else ""
+        if rails is not None:
+            from topodoc.report.fleet import render_rails
+
+            text += ("\n" if text else "") + render_rails(rails)
+        click.echo(text, nl=False)
+
+
+def _fail(message: str):
+    click.echo(f"topodoc fleet: {message}", err=True)
+    sys.exit(EXIT_ERROR)

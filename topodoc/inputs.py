@@ -1,0 +1,189 @@
+"""The one reader for every text input a command takes (``topo``, ``nccltests``, ``diagnose --nccl-tests``).
+
+:func:`read_text` takes ``FILE`` or ``-`` (stdin) and returns a :class:`TextInput`:
+
+- gzip is read through (a ``.gz`` name, or the gzip magic bytes on a pipe);
+- UTF-16 with a BOM, or without one (NUL in every other byte: PowerShell's ``>`` and ``Out-File``),
+  UTF-8 with or without a BOM; invalid bytes become U+FFFD; CRLF and lone CR end lines;
+- reads are streamed, line by line, and capped at :data:`MAX_BYTES` (after decompression) and
+  :data:`MAX_LINES`: ``/dev/zero``, an endless pipe or a gzip bomb stop there, and ``truncated`` says so;
+- a line longer than :data:`MAX_LINE` characters is read past, never held, and left blank (its line
+  number kept, so evidence line numbers stay right) and listed in ``long_lines``: no parser sees it, and
+  the caller reports it (:meth:`TextInput.notes`).
+
+:func:`strip_ansi` is the one ANSI escape stripper of the text parsers.
+Errors are :class:`InputError`, one line each, for the command to print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import regex
+
+MAX_BYTES = 32 * 2**20  # a topology paste or an nccl-tests output is a few hundred KB at most
+MAX_LINES = 100_000  # an nccl-tests run of ~300 ranks with NCCL INFO lines mixed in fits
+MAX_LINE = 64 * 2**10  # characters; the widest real matrix row (76 NICs) is under 1,000
+_CHUNK = 2**16
+
+# CSI (colours, cursor moves), OSC (titles, links) ended by BEL or ST, a stray ESC, and a colour code whose
+# ESC byte a paste lost (``[4m``, ``[0;32m``). Every repetition is bounded and possessive: linear time.
+_ANSI = regex.compile(
+    r"\x1b\[[0-9;?]{0,32}+[A-Za-z]|\x1b\][^\x07\x1b\n]{0,1024}+(?:\x07|\x1b\\)|\x1b|\[[0-9;]{0,8}+m"
+)
+
+
+class InputError(ValueError):
+    """An input could not be read (missing, unreadable, a broken .gz); the message is one line."""
+
+
+@dataclass(frozen=True)
+class TextInput:
+    name: str  # the path as given, or "stdin"
+    text: str
+    truncated: str | None = None  # why reading stopped early ("at 33554432 bytes", "after 500000 lines")
+    long_lines: tuple[tuple[int, int], ...] = ()  # (line number, length) of each blanked over-long line
+
+    def notes(self) -> list[str]:
+        """What the reader left out, one line each, for the command to print on stderr."""
+        notes = []
+        if self.truncated is not None:
+            notes.append(f"{self.name}: input truncated {self.truncated} (the rest was not read)")
+        for number, length in self.long_lines[:5]:
+            notes.append(f"{self.name}: line {number} skipped: {length} characters, over the "
+                         f"{MAX_LINE}-character limit")
+        if len(self.long_lines) > 5:
+            notes.append(f"{self.name}: {len(self.long_lines) - 5} more over-long line(s) skipped")
+        return notes
+
+
+def label(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+def read_text(
+    source: str, max_bytes: int = MAX_BYTES, max_lines: int = MAX_LINES, max_line: int = MAX_LINE
+) -> TextInput:
+    """FILE or ``-`` -> :class:`TextInput` (see the module docstring); :class:`InputError` when unreadable.
+
+    Streamed: at most ``max_bytes`` (decompressed) bytes and ``max_lines`` lines are read, and an
+    over-long line is counted, never held."""
+    name = label(source)
+    try:
+        with _opened(source) as raw:
+            capped = _Capped(_maybe_gunzip(raw, source), max_bytes)
+            lines, long_lines, line_cap = _read_lines(_text_stream(capped), max_lines, max_line)
+    except (OSError, EOFError, zlib.error) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
+        raise InputError(f"cannot read {name}: {' '.join(reason.split())[:200]}") from err
+    truncated = f"at {max_bytes} bytes" if capped.truncated else None
+    if line_cap:
+        truncated = f"after {max_lines} lines"
+    text = "".join(line + "\n" for line in lines)  # every line as it was, the last blank one too
+    return TextInput(name, text, truncated, tuple(long_lines))
+
+
+@contextlib.contextmanager
+def _opened(source: str):
+    if source == "-":
+        if sys.stdin is None:
+            raise OSError("stdin is closed")
+        yield sys.stdin.buffer  # not closed: it is the process's
+        return
+    with open(source, "rb") as handle:
+        yield handle
+
+
+def _maybe_gunzip(raw: BinaryIO, source: str) -> BinaryIO:
+    peek = getattr(raw, "peek", None)
+    magic = peek(2)[:2] if peek else b""
+    if magic == b"\x1f\x8b" or source.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    return raw
+
+
+class _Capped(io.RawIOBase):
+    """``stream`` up to ``limit`` bytes, then end of file; ``truncated`` once a byte past the limit exists."""
+
+    def __init__(self, stream: BinaryIO, limit: int) -> None:
+        self._stream, self._left, self.truncated = stream, limit, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left <= 0:
+            self.truncated = self.truncated or bool(self._stream.read(1))
+            return 0
+        data = self._stream.read(min(len(buffer), self._left))
+        self._left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _text_stream(capped: _Capped) -> io.TextIOWrapper:
+    """Decoded text with universal newlines; the encoding sniffed from the first bytes."""
+    binary = io.BufferedReader(capped, buffer_size=_CHUNK)
+    encoding = utf16_encoding(binary.peek(64)[:64]) or "utf-8-sig"
+    return io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline=None)
+
+
+def _read_lines(text: io.TextIOWrapper, max_lines: int, max_line: int):
+    """Lines (over-long ones blanked, their number and length kept), and whether ``max_lines`` stopped us."""
+    lines: list[str] = []
+    long_lines: list[tuple[int, int]] = []
+    while len(lines) < max_lines:
+        piece = text.readline(max_line + 1)
+        if not piece:
+            return lines, long_lines, False
+        if len(piece) > max_line and not piece.endswith("\n"):
+            length = len(piece) + _skip_line(text)
+            long_lines.append((len(lines) + 1, length))
+            piece = ""
+        lines.append(piece.rstrip("\n"))
+    return lines, long_lines, bool(text.read(1))
+
+
+def _skip_line(text: io.TextIOWrapper) -> int:
+    """Read past the rest of the current line without keeping it; its length (without the newline)."""
+    skipped = 0
+    while True:
+        piece = text.readline(_CHUNK)
+        if not piece or piece.endswith("\n"):
+            return skipped + len(piece.rstrip("\n"))
+        skipped += len(piece)
+
+
+def utf16_encoding(head: bytes) -> str | None:
+    """``"utf-16"`` for a BOM, ``"utf-16-le"``/``"-be"`` for mostly-ASCII UTF-16 without one, else None."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    head = head[:64]
+    pairs = len(head) // 2
+    if pairs < 4:
+        return None
+    odd, even = head[1::2].count(0), head[0::2].count(0)
+    if odd >= pairs * 0.9 and even == 0:
+        return "utf-16-le"
+    if even >= pairs * 0.9 and odd == 0:
+        return "utf-16-be"
+    return None
+
+
+def decode(data: bytes) -> str:
+    """Bytes of a capture -> text: UTF-16 (BOM or not), else UTF-8 (BOM dropped); never raises."""
+    encoding = utf16_encoding(data)
+    if encoding:
+        return data.decode(encoding, errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without ANSI escape sequences (also those whose ESC byte was lost in a paste)."""
+    return _ANSI.sub("", text) if ("\x1b" in text or "[" in text) else text

@@ -1,0 +1,32 @@
+"""The one guarded way text becomes a number in the parsers.
+
+Python refuses ``int()`` of a string over 4,300 digits (ValueError) and ``float()`` turns a long run of
+digits into ``inf``; a number no real capture prints is not a number here: these return ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import regex
+
+MAX_DIGITS = 40  # far above any count, size or bus number a tool prints; far below int()'s limit
+_INT = regex.compile(rf"[+-]?+[0-9]{{1,{MAX_DIGITS}}}+")
+_MAX_FLOAT_TEXT = 64
+
+
+def to_int(text: str) -> int | None:
+    """``"42"``, ``"-3"`` -> int; anything else (words, floats, over MAX_DIGITS digits) -> None."""
+    text = text.strip()
+    return int(text) if _INT.fullmatch(text) else None
+
+
+def to_float(text: str) -> float | None:
+    """``"1.5"``, ``"1.2e+04"``, ``"42"`` -> float; words, ``nan``, ``inf`` and over-long text -> None."""
+    if len(text) > _MAX_FLOAT_TEXT:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
