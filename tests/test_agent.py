@@ -206,7 +206,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     bad.write_text('{"source": "nope"}\n')
     cases = (["--listen", "off", "--from", "nosuch.tar.gz"], ["--listen", "nowhere"],
              ["--listen", "off", "--from", "example:dgx-a100", "--replay-events", str(bad)],
-             ["--listen", "off", "--interval", "0"], ["--listen", "off", "--textfile", str(tmp_path / "missing")])
+             ["--listen", "off", "--interval", "0"],
+             ["--listen", "off", "--textfile", str(tmp_path / "missing")])
     for args in cases:
         result = run_cli("agent", *args)
         assert result.returncode == 2, args

@@ -41,8 +41,9 @@ METRICS = (
     ("topodoc_event_source_up", "gauge", "1 when an event source (udev, kmsg, replay) is running."),
     ("topodoc_disabled_check_info", "gauge", "A check this agent cannot run here, and why (value 1)."),
     ("topodoc_nccl_log_transport_info", "gauge", "The inter-node transport NCCL used in a watched log (1)."),
-    ("topodoc_nccl_log_gdr", "gauge", "1 when a watched log shows GPUDirect RDMA on every network connection, "
-     "0 when not; absent when the log does not say."),
+    ("topodoc_nccl_log_gdr", "gauge",
+     "1 when a watched log shows GPUDirect RDMA on every network connection, 0 when not; absent when the log "
+     "does not say."),
     ("topodoc_nccl_log_errors", "gauge", "Errors the analyzer found in a watched log."),
     ("topodoc_nccl_log_kept_bytes", "gauge", "Bytes of a watched log kept for analysis (bounded)."),
     ("topodoc_nccl_log_restarts", "counter", "Rotations and truncations seen on a watched log."),
