@@ -225,3 +225,14 @@ def test_sigterm_stops_a_real_agent_with_exit_0():
         assert proc.wait(timeout=5) == 0
     finally:
         proc.kill()
+
+
+def test_deploy_files_use_only_metrics_the_agent_exports():
+    exported = {f"{n}_total" if k == "counter" else n for n, k, _ in METRICS}
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "topodoc-agent-dashboard.json").read_text())
+    assert dashboard["panels"]
+    for name in ("grafana/topodoc-agent-dashboard.json", "prometheus/topodoc-alerts.yaml"):
+        used = set(re.findall(r"\btopodoc_[a-z_]+", (REPO / "deploy" / name).read_text()))
+        assert used and used <= exported, (name, used - exported)
+    unit = (REPO / "deploy" / "systemd" / "topodoc-agent.service").read_text()
+    assert "CapabilityBoundingSet=CAP_SYSLOG" in unit and "DynamicUser=yes" in unit
