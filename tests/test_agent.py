@@ -214,13 +214,19 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
 
 
-def test_sigterm_stops_a_real_agent_with_exit_0():
+def test_sighup_then_sigterm_on_a_real_agent(tmp_path):
+    config = tmp_path / "agent.json"
+    config.write_text(json.dumps({"interval": 0.5}))
     proc = subprocess.Popen([sys.executable, "-m", "topodoc", "agent", "--from", "example:dgx-a100",
-                             "--interval", "0.5", "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE,
+                             "--config", str(config), "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE,
                             text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         port = int(re.search(r"127\.0\.0\.1:(\d+)", proc.stderr.readline())[1])
         _wait(lambda: json.loads(_get(port, "/healthz")[1])["cycles"] >= 1)
+        config.write_text(json.dumps({"interval": 7, "watch_log": [str(tmp_path / "*.log")]}))
+        proc.send_signal(signal.SIGHUP)
+        _wait(lambda: json.loads(_get(port, "/healthz")[1])["interval"] == 7)
+        assert json.loads(_get(port, "/healthz")[1])["watch_log"] == [str(tmp_path / "*.log")]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
     finally:
@@ -236,3 +242,15 @@ def test_deploy_files_use_only_metrics_the_agent_exports():
         assert used and used <= exported, (name, used - exported)
     unit = (REPO / "deploy" / "systemd" / "topodoc-agent.service").read_text()
     assert "CapabilityBoundingSet=CAP_SYSLOG" in unit and "DynamicUser=yes" in unit
+
+
+def test_sighup_reload_rereads_the_config_and_keeps_it_when_bad(tmp_path):
+    config = tmp_path / "agent.json"
+    config.write_text(json.dumps({"interval": 30, "watch_log": [str(tmp_path / "*.log")]}))
+    agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False,
+                              config_file=str(config)))
+    agent._apply_reload()
+    assert agent.config.interval == 30 and agent.logs.patterns == (str(tmp_path / "*.log"),)
+    config.write_text(json.dumps({"interval": "soon"}))
+    agent._apply_reload()
+    assert agent.config.interval == 30 and "kept the previous configuration" in agent.view().errors[-1]

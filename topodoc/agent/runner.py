@@ -415,6 +415,7 @@ class Agent:
         stale = cycle is not None and time.time() - cycle.finished > allowed
         status = "starting" if cycle is None else ("stale" if stale else "ok")
         return {"status": status, "version": view.version, "cycles": view.cycles,
+                "interval": self.config.interval, "watch_log": list(self.config.watch_log),
                 "last_cycle": _iso(cycle.finished) if cycle else None, "sources": view.sources,
                 "disabled": [{"check": c, "reason": r} for c, r in view.disabled],
                 "errors": list(view.errors)}
