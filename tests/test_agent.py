@@ -254,3 +254,15 @@ def test_sighup_reload_rereads_the_config_and_keeps_it_when_bad(tmp_path):
     config.write_text(json.dumps({"interval": "soon"}))
     agent._apply_reload()
     assert agent.config.interval == 30 and "kept the previous configuration" in agent.view().errors[-1]
+
+
+def test_event_log_is_bounded():
+    from topodoc.agent.events import MAX_EVENTS, MAX_SERIES, AgentEvent, EventLog
+
+    log = EventLog()
+    for n in range(MAX_SERIES + 500):
+        device = f"0000:{n // 256 % 256:02x}:{n % 32:02x}.{n % 8}"
+        log.add(AgentEvent(float(n), "kmsg", "aer", "warning", device, f"c{n}", "x"))
+    assert len(log.recent()) == MAX_EVENTS and log.recent()[-1].time == MAX_SERIES + 499
+    counts = log.counts()
+    assert len(counts) == MAX_SERIES + 1 and counts[("other", "other", "other")] == 500
