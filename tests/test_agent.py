@@ -266,3 +266,22 @@ def test_event_log_is_bounded():
     assert len(log.recent()) == MAX_EVENTS and log.recent()[-1].time == MAX_SERIES + 499
     counts = log.counts()
     assert len(counts) == MAX_SERIES + 1 and counts[("other", "other", "other")] == 500
+
+
+def test_an_xid_names_the_ranks_of_watched_jobs_on_that_gpu():
+    from topodoc.agent.events import from_kmsg
+    from topodoc.agent.logtail import FileAnalysis
+    from topodoc.logmodel import Connection, LogAnalysis, LogSummary, RankInfo
+
+    agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False))
+    cycle = agent.run_cycle()
+    analysis = LogAnalysis(summary=LogSummary(nnodes=1),
+                           ranks=(RankInfo(3, 8, "c0", None, 10, bus_id="0000:4e:00.0"),
+                                  RankInfo(0, 8, "c0", None, 11, bus_id="0000:07:00.0")),
+                           connections=(Connection(3, 2, "P2P/IPC", None, None, channels=12),
+                                        Connection(3, 4, "P2P/IPC", None, None, channels=12),
+                                        Connection(0, 1, "P2P/IPC", None, None, channels=12)))
+    logs = {"/jobs/job-a.log": FileAnalysis("/jobs/job-a.log", analysis, 100, 0)}
+    line = (EVENTS.read_text().splitlines()[2])
+    event = from_kmsg(json.loads(line)["line"], 0.0, "kmsg", cycle.topology, cycle.snapshot, logs)
+    assert event.affected == ("GPU3",) and event.nccl == "job-a.log: rank 3 (P2P/IPC x24 channels)"

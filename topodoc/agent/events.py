@@ -9,6 +9,7 @@ and :func:`topodoc.topology.pcitree.chain` only; it derives no path itself.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import Counter, deque
@@ -34,6 +35,7 @@ class AgentEvent:
     affected: tuple[str, ...] = ()  # endpoint names: GPU3, NIC0
     impact: str = ""  # the join, for people
     text: str = ""  # the raw line
+    nccl: str = ""  # ranks of watched NCCL jobs on the affected GPUs, and their connections
 
 
 class EventLog:
@@ -61,25 +63,59 @@ class EventLog:
             return dict(self._counts)
 
 
-def from_kmsg(line: str, received: float, source: str, topology, snapshot) -> AgentEvent | None:
+def from_kmsg(line: str, received: float, source: str, topology, snapshot, logs=None) -> AgentEvent | None:
     parsed = parse_line(line)
-    return None if parsed is None else from_kernel(parsed, received, source, topology, snapshot)
+    return None if parsed is None else from_kernel(parsed, received, source, topology, snapshot, logs)
 
 
-def from_kernel(parsed: KernelEvent, received: float, source: str, topology, snapshot) -> AgentEvent:
+def from_kernel(parsed: KernelEvent, received: float, source: str, topology, snapshot,
+                logs=None) -> AgentEvent:
     affected, impact = join(topology, snapshot, parsed.device, nvlink=_is_nvlink(parsed))
     return AgentEvent(received, source, parsed.kind, parsed.severity, parsed.device, parsed.code,
-                      parsed.message, parsed.action, affected, impact, parsed.text)
+                      parsed.message, parsed.action, affected, impact, parsed.text,
+                      nccl_ranks(logs, snapshot, _gpu_addresses(topology, affected)))
 
 
 def from_udev(action: str, subsystem: str, device: str, received: float, source: str,
-              topology, snapshot) -> AgentEvent:
+              topology, snapshot, logs=None) -> AgentEvent:
     address = device if subsystem == "pci" else _nic_address(topology, snapshot, device)
     affected, impact = join(topology, snapshot, address, nvlink=False)
     severity = "critical" if action in ("remove", "unbind") and affected else "info"
     message = f"udev {action} on {subsystem} device {device}"
     return AgentEvent(received, source, "udev", severity, address or device, action, message,
-                      "drain_node" if severity == "critical" else None, affected, impact)
+                      "drain_node" if severity == "critical" else None, affected, impact,
+                      nccl=nccl_ranks(logs, snapshot, _gpu_addresses(topology, affected)))
+
+
+def nccl_ranks(logs: dict | None, snapshot, addresses: set[str]) -> str:
+    """The ranks of watched NCCL jobs that run on these GPUs (by the bus id NCCL printed, on this host)
+    and the connections they print: "job-a.log: rank 3 (P2P/IPC x12 channels)"."""
+    if not logs or not addresses:
+        return ""
+    host = (snapshot.host.hostname or "").split(".")[0] if snapshot is not None else ""
+    parts = []
+    for path, result in sorted(logs.items()):
+        analysis = result.analysis
+        if analysis is None:
+            continue
+        single_node = analysis.summary.nnodes == 1
+        ranks = sorted({r.rank for r in analysis.ranks if r.bus_id in addresses
+                        and (r.host.split(".")[0] == host if r.host and host else single_node)})
+        if not ranks:
+            continue
+        channels = Counter()
+        for conn in analysis.connections:
+            if conn.rank in ranks:
+                channels[conn.transport] += conn.channels
+        via = ", ".join(f"{t} x{n}" for t, n in channels.most_common()) or "no connection lines"
+        parts.append(f"{os.path.basename(path)}: rank {', '.join(map(str, ranks))} ({via} channels)")
+    return "; ".join(parts)
+
+
+def _gpu_addresses(topology, affected: tuple[str, ...]) -> set[str]:
+    if topology is None:
+        return set()
+    return {g.pci_address for g in topology.gpus if g.name in affected and g.pci_address}
 
 
 def _is_nvlink(parsed: KernelEvent) -> bool:

@@ -236,9 +236,9 @@ class Agent:
         try:
             if raw.source == "udev":
                 event = from_udev(raw.action or "", raw.subsystem or "", raw.device or "", raw.time, source,
-                                  topology, snapshot)
+                                  topology, snapshot, self._log_results)
             else:
-                event = from_kmsg(raw.line or "", raw.time, source, topology, snapshot)
+                event = from_kmsg(raw.line or "", raw.time, source, topology, snapshot, self._log_results)
         except Exception as err:  # a join bug must not lose the agent
             self.report_error("events", f"{type(err).__name__}: {err}")
             return False
