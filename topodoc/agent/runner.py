@@ -181,8 +181,9 @@ class Agent:
         self.stop()
         if self.http is not None:
             self.http.stop()
+        deadline = time.monotonic() + 3.0  # SIGTERM must end the process within 5 s
         for thread in self._threads:
-            thread.join(timeout=1.5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         for source in self.sources:
             try:
                 source.close()
