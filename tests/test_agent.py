@@ -285,3 +285,17 @@ def test_an_xid_names_the_ranks_of_watched_jobs_on_that_gpu():
     line = (EVENTS.read_text().splitlines()[2])
     event = from_kmsg(json.loads(line)["line"], 0.0, "kmsg", cycle.topology, cycle.snapshot, logs)
     assert event.affected == ("GPU3",) and event.nccl == "job-a.log: rank 3 (P2P/IPC x24 channels)"
+
+
+def test_checks_closed_to_a_non_root_agent_are_listed():
+    import dataclasses
+
+    from topodoc.model import Gap, GapReason
+
+    agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False))
+    cycle = agent.run_cycle()
+    gap = Gap("acs_ctrl", GapReason.PERMISSION, "/sys/bus/pci/devices/0000:01:00.0/config")
+    agent._cycle = dataclasses.replace(cycle, snapshot=dataclasses.replace(cycle.snapshot, gaps=(gap,)))
+    disabled = dict(agent.view().disabled)
+    assert "permission denied reading /sys/bus/pci/devices/0000:01:00.0/config" in disabled["probe:acs_ctrl"]
+    assert "nvml-events" in disabled and "udev+kmsg" in disabled
