@@ -124,7 +124,7 @@ def test_findings_document_is_diagnose_json_plus_agent_state(running):
     assert doc["agent"]["cycles"] >= 2
     assert all(t["status"] in ("new", "open") for t in doc["agent"]["tracked"])
     health = json.loads(_get(port, "/healthz")[1])
-    assert health["status"] == "ok" and any(d["check"] == "nvml-events" for d in health["disabled"])
+    assert health["status"] == "ok" and any(d["check"] == "udev+kmsg+nvml" for d in health["disabled"])
     lines = (out / "events.jsonl").read_text().splitlines()
     assert len(lines) == 4 and json.loads(lines[1])["code"] == "149"
     assert "topodoc_probe_runs_total" in (out / "topodoc.prom").read_text()
@@ -298,4 +298,4 @@ def test_checks_closed_to_a_non_root_agent_are_listed():
     agent._cycle = dataclasses.replace(cycle, snapshot=dataclasses.replace(cycle.snapshot, gaps=(gap,)))
     disabled = dict(agent.view().disabled)
     assert "permission denied reading /sys/bus/pci/devices/0000:01:00.0/config" in disabled["probe:acs_ctrl"]
-    assert "nvml-events" in disabled and "udev+kmsg" in disabled
+    assert "udev+kmsg+nvml" in disabled

@@ -23,15 +23,13 @@ from topodoc import __version__
 from topodoc.agent.cycle import CycleResult, Prober
 from topodoc.agent.events import AgentEvent, EventLog, from_kmsg, from_udev
 from topodoc.agent.logtail import LogWatcher
-from topodoc.agent.sources import KmsgSource, ReplaySource, SourceUnavailable, UdevSource
+from topodoc.agent.sources import KmsgSource, NvmlSource, ReplaySource, SourceUnavailable, UdevSource
 from topodoc.agent.state import FindingTracker, Tracked
 
 TICK = 0.25  # the main loop's longest wait, bounds the reaction to stop/reload
 LOG_POLL = 1.0
 MIN_REPROBE_GAP = 1.0  # udev storms re-probe at most once a second
 FIRST_CYCLE_WAIT = 30.0  # events wait for the first topology at most this long
-NVML_EVENTS = ("nvml-events", "NVML event listening is not implemented in this version; Xid errors are "
-               "read from the kernel log instead")
 
 
 @dataclass(frozen=True)
@@ -118,18 +116,21 @@ class Agent:
 
     # -- sources -------------------------------------------------------------------------------------
     def _open_sources(self):
-        sources, disabled = [], [NVML_EVENTS]
+        sources, disabled = [], []
         if self.config.replay_events:
             sources.append(ReplaySource(self.config.replay_events))
         if self.config.live_events:
-            for cls in (UdevSource, KmsgSource):
+            for cls in (UdevSource, KmsgSource, NvmlSource):
+                if cls is NvmlSource and any(isinstance(s, KmsgSource) for s in sources):
+                    disabled.append(("nvml", "NVML Xid events not needed: the kernel log has every Xid"))
+                    continue
                 try:
                     sources.append(cls())
                 except SourceUnavailable as err:
                     disabled.append((cls.name, str(err)))
         else:
-            disabled.append(("udev+kmsg", "replaying a recording: live device events and the kernel log are "
-                             "not followed (use --replay-events)"))
+            disabled.append(("udev+kmsg+nvml", "replaying a recording: live device events, the kernel log "
+                             "and NVML events are not followed (use --replay-events)"))
         return sources, disabled
 
     def _source_loop(self, source) -> None:

@@ -6,7 +6,10 @@ A source has a ``name``, ``poll(timeout) -> list[RawEvent]`` (waits at most ``ti
 - :class:`UdevSource` — a pyudev ``Monitor`` on the pci, net and infiniband subsystems (add / remove /
   change / bind / unbind); needs libudev;
 - :class:`KmsgSource` — ``/dev/kmsg`` followed from its end (one record per read; needs root or
-  CAP_SYSLOG when ``kernel.dmesg_restrict=1``).
+  CAP_SYSLOG when ``kernel.dmesg_restrict=1``);
+- :class:`NvmlSource` — NVML critical-Xid events (no root needed); the agent opens it only when the
+  kernel log is closed to it, so an Xid is not counted twice. Each event becomes the kernel-log line
+  ``NVRM: Xid (PCI:<bus id>): <xid>, (NVML critical Xid)`` so one reader explains both.
 
 :class:`ReplaySource` plays a recorded or scripted stream (JSON lines), which is how tests and
 ``--replay-events`` drive the agent; nothing patches pyudev or NVML. Opening a live source that cannot
@@ -107,6 +110,28 @@ class KmsgSource:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+class NvmlSource:
+    name = "nvml"
+    done = False
+
+    def __init__(self) -> None:
+        from topodoc.probe.host import NvmlError
+        from topodoc.probe.nvml_live import XidEvents
+
+        try:
+            self._events = XidEvents()
+        except NvmlError as err:
+            raise SourceUnavailable(f"NVML Xid events off: NVML error {err}") from err
+
+    def poll(self, timeout: float) -> list[RawEvent]:
+        now = time.time()
+        return [RawEvent("nvml", now, device=bus, line=f"NVRM: Xid (PCI:{bus}): {xid}, (NVML critical Xid)")
+                for bus, xid in self._events.wait(timeout)]
+
+    def close(self) -> None:
+        self._events.close()
 
 
 class ReplaySource:
