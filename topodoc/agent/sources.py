@@ -123,7 +123,7 @@ class NvmlSource:
         try:
             self._events = XidEvents()
         except NvmlError as err:
-            raise SourceUnavailable(f"NVML Xid events off: NVML error {err}") from err
+            raise SourceUnavailable(f"NVML Xid events off: {err}") from err
 
     def poll(self, timeout: float) -> list[RawEvent]:
         now = time.time()
