@@ -105,7 +105,8 @@ def nccl_ranks(logs: dict | None, snapshot, addresses: set[str]) -> str:
             continue
         channels = Counter()
         for conn in analysis.connections:
-            if conn.rank in ranks:
+            same_host = not (conn.host and host) or conn.host.split(".")[0] == host
+            if conn.rank in ranks and same_host:
                 channels[conn.transport] += conn.channels
         via = ", ".join(f"{t} x{n}" for t, n in channels.most_common()) or "no connection lines"
         parts.append(f"{os.path.basename(path)}: rank {', '.join(map(str, ranks))} ({via} channels)")
