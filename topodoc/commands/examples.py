@@ -57,7 +57,7 @@ def render(examples: list[Example]) -> str:
         return "No bundled examples are installed."
     width = max(len(e.name) for e in examples)
     lines = [f"{e.name:<{width}}  {e.kind:<9}  {e.why or '(no README)'}" for e in examples]
-    lines += ["", "synthetic: built by tools/fixtures/hosts/build.py to published specs and run through the real "
-              "recorder; real: recorded on a machine with `topodoc record`.",
+    lines += ["", "synthetic: built by tools/fixtures/hosts/build.py to published specs and run through the "
+              "real recorder; real: recorded on a machine with `topodoc record`.",
               "Try one: topodoc topo --from example:<name>"]
     return "\n".join(lines)
