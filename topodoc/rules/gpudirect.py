@@ -11,7 +11,7 @@ from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
 from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
 from topodoc.topology import Topology, nccl_policy, rails
 from topodoc.topology.rails import RailPair, rail_names, rail_pairs
-from topodoc.topology.vocab import level_rank
+from topodoc.topology.vocab import SMI_LEVELS, level_rank
 
 ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -70,7 +70,7 @@ def gpu_nic_far(snapshot: Snapshot, topology: Topology, logs: LogAnalysis | None
     # lack or disable NCCL_NET_GDR_C2C (default on from 2.27)
     far = [pair for pair in pairs if not nccl_policy.within(pair.path, limit)
            and not (pair.conn.nccl == "P2C" and c2c_ok is not False)]
-    for path in ("PIX", "PXB", "PHB", "NODE", "SYS"):
+    for path in SMI_LEVELS:
         group = [pair for pair in far if pair.path == path]
         if group:
             alternatives = _shared_alternatives(topology, group, pairs)
