@@ -124,7 +124,7 @@ def test_rules_never_import_the_probe():
 
 # The NCCL log error helpers still read by two rules move into the parsed error itself with the log parser's
 # subpackage (issue 11, item 2); nothing else in rules/ may import a parser.
-PARSER_LEFTOVERS = {"topodoc.parsers.nccl_log_errors"}
+PARSER_LEFTOVERS = {"topodoc.parsers.nccl_log.errors"}
 
 
 def test_rules_import_no_parser():

@@ -82,7 +82,7 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _snapshot(source: str | None, deadline: float):
+def _snapshot(source: str | None, deadline: float = 60.0):
     from topodoc.probe.source import SourceError, load_snapshot
 
     try:
