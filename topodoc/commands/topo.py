@@ -93,6 +93,7 @@ def matrix_from_text(source: str) -> ConnectionMatrix:
 
 
 def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
+    from topodoc.report.color import use_color
     from topodoc.report.document import dumps
     from topodoc.report.topo import json_data, render_text
     from topodoc.topology.reading import read
@@ -102,8 +103,6 @@ def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
         click.echo(dumps("topodoc.topo", json_data(matrix, reading)))
         return
     width = shutil.get_terminal_size((100, 24)).columns
-    from topodoc.report.color import use_color
-
     click.echo(render_text(matrix, reading, color=use_color(), width=width), nl=False)
 
 
