@@ -18,8 +18,13 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 
+EXAMPLE = """\b
+Example:
+  topodoc agent --listen 127.0.0.1:9400 --watch-log '/var/log/nccl/*.log'
+  curl -s 127.0.0.1:9400/metrics | grep topodoc_"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLE)
 @click.option("--from", "source", metavar="SPEC",
               help="live (default), a recording NAME.tar.gz, or example:NAME (live events are then off).")
 @click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between cycles.")
