@@ -299,3 +299,27 @@ def test_checks_closed_to_a_non_root_agent_are_listed():
     disabled = dict(agent.view().disabled)
     assert "permission denied reading /sys/bus/pci/devices/0000:01:00.0/config" in disabled["probe:acs_ctrl"]
     assert "udev+kmsg+nvml" in disabled
+
+
+def test_snapshot_endpoint_feeds_fleet_and_the_fingerprint_metric(running, tmp_path):
+    """/snapshot is the probe --json document; `topodoc fleet URL` reads it; the metric carries its hash."""
+    from topodoc.codec import to_data
+    from topodoc.fleet.compare import compare
+    from topodoc.fleet.fingerprint import digest, fingerprint
+    from topodoc.fleet.nodes import load_all
+    from topodoc.probe.source import load_snapshot
+
+    _, port, _ = running
+    status, body = _get(port, "/snapshot")
+    assert status == 200
+    served = json.loads(body)
+    expected = to_data(load_snapshot("example:dgx-a100"))
+    assert {k: v for k, v in served.items() if k != "recorded_at"} == {
+        k: v for k, v in expected.items() if k != "recorded_at"}
+    samples = _samples(_get(port, "/metrics")[1])
+    assert _value(samples, "topodoc_fingerprint_info", fingerprint=digest(fingerprint(expected))) == 1
+    local = tmp_path / "local.json"
+    local.write_text(json.dumps(expected))
+    groups, errors = load_all([f"http://127.0.0.1:{port}", str(local)], jobs=1)
+    report = compare(groups, errors)
+    assert report.nodes == 2 and not report.errors and report.differences == ()

@@ -1,4 +1,5 @@
-"""The agent's HTTP endpoints on a thread: ``/metrics``, ``/findings``, ``/events``, ``/healthz``.
+"""The agent's HTTP endpoints on a thread: ``/metrics``, ``/findings``, ``/events``, ``/healthz``,
+``/snapshot``.
 
 ``http.server`` from the standard library (one request at a time is plenty for a scrape every 15-60 s);
 each handler renders from one consistent :class:`~topodoc.agent.runner.View` taken under the agent's
@@ -41,10 +42,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         path = self.path.split("?", 1)[0]
         routes = {"/metrics": self._metrics, "/findings": self._findings, "/events": self._events,
-                  "/healthz": self._health}
+                  "/healthz": self._health, "/snapshot": self._snapshot}
         route = routes.get(path)
         if route is None:
-            self._send(404, "text/plain; charset=utf-8", b"try /metrics /findings /events /healthz\n")
+            self._send(404, "text/plain; charset=utf-8",
+                       b"try /metrics /findings /events /healthz /snapshot\n")
             return
         try:
             route()
@@ -59,6 +61,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _findings(self) -> None:
         self._json(self.agent.findings_document())
+
+    def _snapshot(self) -> None:
+        """The last probe's snapshot (``probe --json``), what ``topodoc fleet http://node:9400`` reads."""
+        doc = self.agent.snapshot_document()
+        if doc is None:
+            self._send(503, "text/plain; charset=utf-8", b"no probe has finished yet\n")
+        else:
+            self._json(doc)
 
     def _events(self) -> None:
         self._json(self.agent.events_document())

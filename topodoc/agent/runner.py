@@ -405,6 +405,13 @@ class Agent:
         }
         return doc
 
+    def snapshot_document(self) -> dict | None:
+        """The last cycle's snapshot as ``probe --json`` prints it; None before the first probe."""
+        from topodoc.codec import to_data
+
+        cycle = self.view().cycle
+        return to_data(cycle.snapshot) if cycle is not None and cycle.snapshot is not None else None
+
     def events_document(self) -> dict:
         counts = [{"kind": k, "code": c, "device": d, "count": n} for (k, c, d), n in
                   sorted(self.events.counts().items())]

@@ -13,6 +13,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 METRICS = (
     ("topodoc_build_info", "gauge", "topodoc version (value 1)."),
+    ("topodoc_fingerprint_info", "gauge",
+     "Hash of the node properties that matter to NCCL (topodoc fleet's fingerprint; value 1): nodes that "
+     "should be alike share it."),
     ("topodoc_agent_start_time_seconds", "gauge", "When the agent started (Unix time)."),
     ("topodoc_agent_resident_memory_bytes", "gauge", "The agent's resident memory (psutil)."),
     ("topodoc_agent_cpu_seconds", "counter", "CPU time the agent used, user + system (psutil)."),
@@ -89,7 +92,20 @@ def _agent(view):
     disabled = _gauge("topodoc_disabled_check_info", ["check", "reason"])
     for check, reason in view.disabled:
         disabled.add_metric([check, reason], 1)
-    return [build, start, rss, cpu, up, disabled]
+    out = [build, start, rss, cpu, up, disabled]
+    cycle = view.cycle
+    if cycle is not None and cycle.snapshot is not None:
+        out.append(_fingerprint(cycle.snapshot))
+    return out
+
+
+def _fingerprint(snapshot):
+    from topodoc.codec import to_data
+    from topodoc.fleet.fingerprint import digest, fingerprint
+
+    family = _gauge("topodoc_fingerprint_info", ["fingerprint"])
+    family.add_metric([digest(fingerprint(to_data(snapshot)))], 1)
+    return family
 
 
 def _probe(view):
