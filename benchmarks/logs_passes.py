@@ -12,8 +12,16 @@ in 8 MiB blocks of whole lines, and prints each as a multiple of grep's CPU (the
 - ``read``: reading the blocks; ``count``: ``block.count(b"NCCL")`` (one C pass, no objects);
 - ``split``: ``block.split(b" NCCL INFO ")`` (one object per record: today's reader);
 - ``findall-lit``: one literal-led ``findall`` of the connection lines' text (`` NCCL INFO Channel ...``);
+  ``findall-N``: the same without the leading space (``re`` scans for a pattern's first byte, and a space
+  is in every few bytes: a literal led by ``N`` is several times cheaper);
 - ``findall-nl``: the same lines with their prefix, the pattern led by ``\\n`` (tried at every line start);
 - ``reverse``: ``block[::-1]`` (what reading prefixes with a literal-led pattern on reversed text costs);
+- ``split+plan``: today's bulk sorting (``block.split`` and :func:`~topodoc.parsers.nccl_log.plan.plan`);
+- ``C-bulk``: the same sorting done by C passes only (the issue's prototype, completed with the prefixes
+  the connection keys need): lines with two records counted by one ``findall`` (a block holding one is
+  left to the reader), trees/ring orders/collective calls cut by one ``subn``, connection lines counted
+  by a ``Counter`` of (prefix, text) pairs -- the texts by a literal-led ``findall``, the prefixes by a
+  literal-led ``findall`` on the reversed block -- and cut, and the rest split and planned;
 - ``analyze``: the whole analyzer in this process (``--src`` picks the tree), without interpreter start.
 """
 
@@ -28,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +44,13 @@ import logs_bench  # noqa: E402  (the shapes)
 
 BLOCK = 8 << 20
 _CHANNEL_LIT = re.compile(rb" NCCL INFO Channel (?:\d{1,9}/\d{1,9} : )?([^\n]*)")
+_CHANNEL_N = re.compile(rb"NCCL INFO Channel (?:\d{1,9}/\d{1,9} : )?([^\n]*)")
+_LINE = re.compile(rb"NCCL INFO [^\n]*()")  # one shared empty bytes per line holding a record
+_QUIET = re.compile(rb"NCCL INFO (?:(?:Tree|Patt|AllR|AllG|Redu|Broa|Send|Recv|AllT|Gath|Scat|Allt)[^\n]*"
+                    rb"|Ring [^\n>]* -> [^\n>]* -> [^\n>]*(?=\n))")
+_CHANNEL_TEXT = re.compile(rb"NCCL INFO Channel \d{1,9}/\d{1,9} : ([^\n]*)")
+_CHANNEL_REVERSED = re.compile(rb"C OFNI LCCN (?<=lennahC OFNI LCCN )([^\n]*)")
+_CHANNEL_CUT = re.compile(rb"NCCL INFO Channel [^\n]*")
 _CHANNEL_NL = re.compile(rb"\n([^ \n]{1,255} \[\d{1,6}\]) NCCL INFO Channel \d{1,9}/\d{1,9} : ([^\n]*)")
 
 
@@ -49,6 +65,20 @@ def blocks(paths: list[str]):
                 yield data[:cut]
             if carry:
                 yield carry + b"\n"
+
+
+def c_bulk(block: bytes, plan) -> object:
+    info = block.count(b" NCCL INFO ")
+    if block.count(b"NCCL INFO ") != info or len(_LINE.findall(block)) != info:
+        return None  # a line holding two records: the reader's way
+    rest, _quiet = _QUIET.subn(b"", block)
+    texts = _CHANNEL_TEXT.findall(rest)
+    prefixes = _CHANNEL_REVERSED.findall(rest[::-1])
+    if len(texts) != len(prefixes):
+        return None
+    counts = Counter(zip(reversed(prefixes), texts, strict=True))
+    rest, _cut = _CHANNEL_CUT.subn(b"", rest)
+    return counts, plan(rest.split(b" NCCL INFO "), False)
 
 
 def cpu(work: Callable[[], object]) -> float:
@@ -76,8 +106,13 @@ def passes(paths: list[str]) -> dict[str, float]:
     out["count"] = cpu(each(lambda b: b.count(b"NCCL"))) - out["read"]
     out["split"] = cpu(each(lambda b: b.split(b" NCCL INFO "))) - out["read"]
     out["findall-lit"] = cpu(each(_CHANNEL_LIT.findall)) - out["read"]
+    out["findall-N"] = cpu(each(_CHANNEL_N.findall)) - out["read"]
     out["findall-nl"] = cpu(each(_CHANNEL_NL.findall)) - out["read"]
     out["reverse"] = cpu(each(lambda b: b[::-1])) - out["read"]
+    from topodoc.parsers.nccl_log.plan import plan
+
+    out["split+plan"] = cpu(each(lambda b: plan(b.split(b" NCCL INFO "), False))) - out["read"]
+    out["C-bulk"] = cpu(each(lambda b: c_bulk(b, plan))) - out["read"]
     return out
 
 
