@@ -118,7 +118,7 @@ def test_best_ring_avoids_slow_hops():
 
 def test_compare_far_below_on_pcie_box():
     snap = two_socket("GenuineIntel", "Intel(R) Xeon(R) Platinum 8480+", gen=4, per_socket=2)
-    run = parse((FIXTURES / "all_reduce-4xv100-pcie.txt").read_text())
+    run = parse((FIXTURES / "all-reduce-4xv100-pcie.txt").read_text())
     (cmp,) = compare_run(run, build(derive(snap), snap))
     assert cmp.verdict == "far-below" and cmp.expected_busbw_gbps == 22.0
     assert cmp.percent == pytest.approx(peak_busbw(run.rows)[0] / 22.0 * 100, abs=0.1)
@@ -127,7 +127,7 @@ def test_compare_far_below_on_pcie_box():
 def test_compare_nvls_run_is_above_ring_but_ok_against_nvls():
     snap = two_socket("GenuineIntel", "Intel(R) Xeon(R) Platinum 8480+", gen=5, name="NVIDIA H100 80GB HBM3",
                       cc="9.0", nvswitch_links=18, per_socket=4)
-    run = parse((FIXTURES / "all_reduce-8xh100-nvswitch.txt").read_text())
+    run = parse((FIXTURES / "all-reduce-8xh100-nvswitch.txt").read_text())
     verdicts = {c.algorithm: c.verdict for c in compare_run(run, build(derive(snap), snap))}
     assert verdicts == {"ring": "above", "nvls": "ok"}
 
@@ -135,7 +135,7 @@ def test_compare_nvls_run_is_above_ring_but_ok_against_nvls():
 def test_compare_two_node_run_uses_inter_node_bounds():
     snap = two_socket(gen=4, name="NVIDIA A100-SXM4-80GB", cc="8.0", nvswitch_links=12, per_socket=4,
                       nics=ib_nics(8, 200.0, "200 Gb/sec (4X HDR)"))
-    run = parse((FIXTURES / "all_reduce-2x8xa100-ib.txt").read_text())
+    run = parse((FIXTURES / "all-reduce-2x8xa100-ib.txt").read_text())
     comparisons = compare_run(run, build(derive(snap), snap))
     result = {c.algorithm: (c.expected_busbw_gbps, c.verdict) for c in comparisons}
     assert result["ring"] == (200.0, "ok")

@@ -16,7 +16,7 @@ from topodoc.report.document import document
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPO = ROOT / "fixtures" / "topo" / "dgx-a100-nv12-mlx5.txt"
-NCCL_TESTS = ROOT / "fixtures" / "nccl_tests" / "all_reduce-8xh100-nvswitch.txt"
+NCCL_TESTS = ROOT / "fixtures" / "nccl_tests" / "all-reduce-8xh100-nvswitch.txt"
 
 
 def _topo_json(*args, input=None):

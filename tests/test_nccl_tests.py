@@ -25,45 +25,45 @@ def test_golden(case):
 
 
 def test_single_node_nvswitch():
-    run = _run("all_reduce-8xh100-nvswitch.txt")
+    run = _run("all-reduce-8xh100-nvswitch.txt")
     assert (run.collective, run.nranks, run.nodes, run.complete) == ("all_reduce", 8, 1, True)
     assert run.nccl_tests_version == "2.17.1" and run.devices[3].bus_id == "0000:5d:00"
     assert run.rows[-1].size == 8 * 2**30 and run.rows[-1].out_of_place.busbw > 470
 
 
 def test_two_node_ib_with_mpi_prefixes_and_info_lines():
-    run = _run("all_reduce-2x8xa100-ib.txt")
+    run = _run("all-reduce-2x8xa100-ib.txt")
     assert (run.nranks, run.nodes, run.nccl_version) == (16, 2, "2.18.5")
     assert run.unparsed_lines == () and run.ignored_lines > 5
 
 
 def test_wrong_results_are_reported():
-    run = _run("all_reduce-2gpu-phb-wrong.txt")
+    run = _run("all-reduce-2gpu-phb-wrong.txt")
     assert run.out_of_bounds == 1030
     assert sum(r.out_of_place.wrong + r.in_place.wrong for r in run.rows) == 1030
     assert run.program == "all_reduce_perf" and run.nranks == 2
 
 
 def test_truncated_run_keeps_rows_and_says_where_it_stopped():
-    run = _run("all_reduce-8xa100-pcie-truncated.txt")
+    run = _run("all-reduce-8xa100-pcie-truncated.txt")
     assert not run.complete and run.avg_bus_bandwidth is None and len(run.rows) == 11
     assert "2147483648 bytes" in run.failures[-1] and "Test NCCL failure" in run.failures[0]
 
 
 def test_rows_cut_by_nccl_info_lines_are_reassembled():
-    run = _run("all_reduce-info-interleaved.txt")
+    run = _run("all-reduce-info-interleaved.txt")
     assert len(run.rows) == 15 and all(r.in_place and r.in_place.busbw is not None for r in run.rows)
     assert run.rows[0].type == "bfloat16" and run.rows[0].root == -1
 
 
 def test_old_error_column():
-    run = _run("all_reduce-old-error-column.txt")
+    run = _run("all-reduce-old-error-column.txt")
     assert run.wrong_column == "error" and run.rows[0].root is None
     assert run.rows[-1].in_place.wrong == pytest.approx(1e-06) and run.nranks == 16
 
 
 def test_per_iteration_columns_and_timestamps():
-    run = _run("all_reduce-per-iteration-columns.txt")
+    run = _run("all-reduce-per-iteration-columns.txt")
     last = run.rows[-1]
     assert last.out_of_place.busbw == 360.02 and last.in_place.busbw == 360.69 and last.in_place.wrong == 0
 
@@ -118,7 +118,7 @@ def test_parser_is_total(text):
 
 
 def test_cli_json_has_the_documented_keys():
-    path = str(FIXTURES / "all_reduce-2x8xa100-ib.txt")
+    path = str(FIXTURES / "all-reduce-2x8xa100-ib.txt")
     proc = subprocess.run([sys.executable, "-m", "topodoc", "nccltests", path, "--json"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -176,7 +176,7 @@ def test_real_tables_pasted_back_to_back_are_two_runs_and_blank_redop():
 def test_rank_count_is_not_guessed_from_rounded_figures():
     runs = parse_runs((FIXTURES / "real-old-error-two-tables-nccl-tests78.txt").read_text(), "all_reduce")
     assert runs[0].nranks is None  # 4.33 / 2.20 fits 52 to 80 ranks (64 in the thread)
-    assert _run("all_reduce-old-error-column.txt").nranks == 16
+    assert _run("all-reduce-old-error-column.txt").nranks == 16
 
 
 def test_real_header_that_lost_its_hash():
@@ -205,3 +205,15 @@ def test_old_layouts_parse_back(rows, redop, with_root, prefix):
         [(r[0], "sum" if redop == "sum" else None, 0 if with_root else None) for r in rows]
     assert all(r.in_place.time_us == float(_fmt(t)) and r.in_place.wrong == 0.0
                for r, (_s, t, _b, _w) in zip(run.rows, rows, strict=True))
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("all_reduce_perf.log", "all_reduce"), ("all-reduce-2node.txt", "all_reduce"),
+    ("reduce_perf.txt", "reduce"),
+    ("reduce-scatter-8gpu.txt", "reduce_scatter"), ("myreduce.txt", None), ("run.txt", None),
+])
+def test_collective_from_a_file_name_takes_whole_words(name, expected):
+    """A collective name counts only as whole words of the file name ("all-reduce" is not "reduce")."""
+    from topodoc.commands.nccltests import _collective_from_name
+
+    assert _collective_from_name(name) == expected

@@ -139,7 +139,7 @@ def test_wrong_results_counts_and_footer():
 
 
 def test_old_error_column_is_not_a_count():
-    text = (NCCL_TESTS / "all_reduce-old-error-column.txt").read_text()
+    text = (NCCL_TESTS / "all-reduce-old-error-column.txt").read_text()
     facts = Facts(nccl_tests=nccl_tests_input("old.txt", text))
     assert evaluate(facts, [registry.get(WRONG)]).findings == ()
 
@@ -196,13 +196,13 @@ def ours(data: dict) -> list[dict]:
 
 
 def test_diagnose_healthy_nvswitch_run_has_no_bandwidth_finding():
-    code, data = diagnose("--nccl-tests", str(NCCL_TESTS / "all_reduce-8xa100-nvswitch.txt"))
+    code, data = diagnose("--nccl-tests", str(NCCL_TESTS / "all-reduce-8xa100-nvswitch.txt"))
     assert code == 0 and ours(data) == []
     assert not [s for s in data["skipped"] if s["rule"] in OURS]
 
 
 def test_diagnose_p2p_disabled_run_is_far_below_and_the_log_names_the_limiter():
-    path = str(NCCL_TESTS / "all_reduce-8xa100-p2p-disabled.txt")
+    path = str(NCCL_TESTS / "all-reduce-8xa100-p2p-disabled.txt")
     code, data = diagnose("--nccl-tests", path, "--log", path)
     (finding,) = ours(data)
     assert code == 1 and finding["rule"] == BUSBW and finding["severity"] == "error"

@@ -135,7 +135,7 @@ def test_diagnose_files_validate(path):
 
 def test_diagnose_with_logs_and_nccl_tests_validates():
     log = FIX / "logs" / sorted(p.name for p in FIX.glob("logs/*.log"))[0]
-    tests = FIX / "nccl_tests" / "all_reduce-8xa100-nvswitch.txt"
+    tests = FIX / "nccl_tests" / "all-reduce-8xa100-nvswitch.txt"
     result = run_cli("diagnose", "--from", "example:dgx-a100", "--log", str(log), "--nccl-tests", str(tests),
                      "--json", "--fail-on", "critical")
     assert result.returncode == 0, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def read_runs(path: str, collective: str | None = None):
 def _collective_from_name(path: str) -> str | None:
     from topodoc.parsers.nccl_tests import BUSBW_FACTORS
 
-    stem = Path(path).name
-    found = [name for name in BUSBW_FACTORS if name in stem]
-    return max(found, key=len) if found else None
+    # "all_reduce_perf.log", "all-reduce-2node.txt": a collective's name as whole words of the file name
+    # ("reduce" inside "all-reduce" or "reduce_scatter" is not the reduce collective)
+    words = re.split(r"[^a-z0-9]+", Path(path).name.lower())
+    found = {name for name in BUSBW_FACTORS for i in range(len(words))
+             if words[i: i + name.count("_") + 1] == name.split("_")}
+    found = {n for n in found if not any(n != m and n in m.split("_") for m in found)}
+    return found.pop() if len(found) == 1 else None
