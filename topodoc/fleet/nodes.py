@@ -211,14 +211,19 @@ Groups = dict[Fingerprint, list[NodeRef]]
 
 def _load_chunk(items: list[str]) -> tuple[Groups, list[InputError]]:
     cache: dict = {}
-    groups: Groups = {}
+    # A fingerprint served from the digest cache is the same tuple object each time: group by identity
+    # first (no hashing of ~200 properties per node), then by value once per distinct object.
+    by_object: dict[int, tuple[Fingerprint, list[NodeRef]]] = {}
     errors: list[InputError] = []
     for item in items:
         got = load_one(item, cache)
         if isinstance(got, InputError):
             errors.append(got)
         else:
-            groups.setdefault(got[1], []).append(got[0])
+            by_object.setdefault(id(got[1]), (got[1], []))[1].append(got[0])
+    groups: Groups = {}
+    for fp, refs in by_object.values():
+        groups.setdefault(fp, []).extend(refs)
     return groups, errors
 
 
