@@ -33,7 +33,7 @@ from pathlib import Path
 
 from topodoc import __version__
 from topodoc.model import GapReason
-from topodoc.probe import scratch
+from topodoc.probe import replaycache, scratch
 from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
 from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.recordfs import RecordingFs
@@ -144,25 +144,56 @@ def safe_target(link: str, target: str) -> str:
     return posixpath.relpath(resolved, folder)
 
 
-def open_recording(path) -> Host:
-    """A Host replaying the recording at ``path`` (extracted safely, once per process)."""
-    directory = _extracted(str(path))
+def open_recording(path, digest: str | None = None) -> Host:
+    """A Host replaying the recording at ``path`` (extracted safely, once per user while the replay
+    cache holds it, else once per process); ``digest``: the SHA-256 of its bytes when known."""
+    directory = _extracted(str(path), digest)
     return open_directory(directory, label=str(path))
 
 
-_cache: dict[str, str] = {}
+_cache: dict[str, str] = {}  # digest -> extracted tree (the replay cache's, or this process's scratch)
+_scratch: set[str] = set()  # the trees in _cache that are this process's to remove
 _cache_lock = threading.Lock()
 
 
-def _extracted(path: str) -> str:
-    key = _digest(path)
+def _extracted(path: str, digest: str | None = None) -> str:
+    key = digest or archive_digest(path)
     with _cache_lock:
         if key not in _cache:
-            tree = _extract_to_scratch(path)
+            tree = cached_tree(path, key)
+            if tree is None:
+                tree = _extract_to_scratch(path)
+                _scratch.add(tree)
             if len(_cache) >= CACHE_SIZE:
-                scratch.remove_tree(_cache.pop(next(iter(_cache))))
+                old = _cache.pop(next(iter(_cache)))
+                if old in _scratch:
+                    _scratch.discard(old)
+                    scratch.remove_tree(old)
             _cache[key] = tree
         return _cache[key]
+
+
+def cached_tree(path: str, digest: str) -> str | None:
+    """The recording's tree in the replay cache (extracted there first when missing), or None when
+    the cache cannot be used (off, unwritable, busy)."""
+    root = replaycache.cache_root()
+    if root is None:
+        return None
+
+    def build(folder: str) -> int:
+        with SafeArchive(path) as archive:
+            archive.extract(folder)
+            return archive.plan.footprint
+
+    try:
+        entry = replaycache.open_entry(root, digest, build)
+    except OSError:
+        return None  # the cache folder failed under us (full disk, permissions): no cache
+    except ArchiveError as err:
+        if isinstance(err.__cause__, OSError):
+            return None  # writing failed (a full disk): the scratch extraction says what is wrong
+        raise
+    return os.path.join(entry, replaycache.TREE) if entry else None
 
 
 def _extract_to_scratch(path: str) -> str:
@@ -196,7 +227,8 @@ def _extract_into(archive: SafeArchive, place: str | None) -> str:
     return tree
 
 
-def _digest(path: str) -> str:
+def archive_digest(path: str) -> str:
+    """SHA-256 of the archive's bytes (refusing anything but a regular file)."""
     digest = hashlib.sha256()
     try:
         with open_regular(path) as handle:
@@ -271,3 +303,29 @@ def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
     if not isinstance(data, dict):
         raise ArchiveError(f"{archive}: {name} must hold a JSON object")
     return data
+
+
+def cached_snapshot(digest: str):
+    """``(Snapshot, recording name)`` collected before from the recording with this digest by the
+    same code (see :mod:`topodoc.probe.replaycache`), or None."""
+    from topodoc import codec, model
+
+    root = replaycache.cache_root()
+    entry = replaycache.open_entry(root, digest, check_tree=False) if root else None
+    stored = replaycache.read_snapshot(entry) if entry else None
+    if stored is None or stored[0].get("schema") != model.SCHEMA_VERSION:
+        return None
+    try:
+        return codec.from_data(model.Snapshot, stored[0]), stored[1]
+    except codec.CodecError:
+        return None
+
+
+def store_snapshot(digest: str, snapshot, name: str | None) -> None:
+    """Keep ``snapshot`` (collected from the recording with this digest) next to its cached tree."""
+    from topodoc import codec
+
+    tree = _cache.get(digest)
+    if tree is None or tree in _scratch:
+        return  # not in the replay cache
+    replaycache.write_snapshot(os.path.dirname(tree), codec.to_data(snapshot), name)

@@ -7,6 +7,7 @@ one :class:`SourceError` with a one-line message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from topodoc import model
@@ -28,15 +29,20 @@ def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE
     NVML or nvidia-smi after ``deadline_s`` seconds (what it has then is reported, the rest as gaps)."""
     if spec is None or spec == "live":
         return Host.live(deadline_s), "live"
+    return _open(*_recording(spec))
+
+
+def _recording(spec: str) -> tuple[str, str | None]:
+    """The archive path ``spec`` names and the source label it gives (None: the recording's own name)."""
     if spec.startswith(EXAMPLE):
-        return _open(_example(spec[len(EXAMPLE) :]), spec)
+        return _example(spec[len(EXAMPLE) :]), spec
     if not os.path.exists(spec):
         raise SourceError(f"no such recording: {spec}")
     if not os.path.isdir(spec) and not spec.endswith((".tar.gz", ".tgz")) and _is_text_machine(spec):
         raise _TextMachine(spec)
     if os.path.isdir(spec) or not spec.endswith((".tar.gz", ".tgz")):
         raise SourceError(f"not a recording archive (expected NAME.tar.gz): {spec}")
-    return _open(spec, None)
+    return spec, None
 
 
 def _example(name: str) -> str:
@@ -48,14 +54,18 @@ def _example(name: str) -> str:
         raise SourceError(str(err)) from err
 
 
-def _open(path: str, source: str | None) -> tuple[Host, str]:
+def _open(path: str, source: str | None, digest: str | None = None) -> tuple[Host, str]:
     from topodoc.probe.record import open_recording
 
     try:
-        host = open_recording(path)
+        host = open_recording(path, digest)
     except ArchiveError as err:
         raise SourceError(str(err)) from err
-    return host, source or str(host.meta.get("name") or os.path.basename(path))
+    return host, _label(source, host.meta.get("name"), path)
+
+
+def _label(source: str | None, name, path: str) -> str:
+    return source or str(name or os.path.basename(path))
 
 
 def host_for_root(root: str) -> tuple[Host, str]:
@@ -94,14 +104,36 @@ def _is_text_machine(path: str) -> bool:
 
 def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> model.Snapshot:
     """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`); a hardware text
-    file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording."""
+    file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording. A
+    recording's Snapshot comes from the replay cache when the same code collected it before."""
+    from topodoc.probe.collect import collect
+
+    if spec is None or spec == "live":
+        return collect(Host.live(deadline_s), "live")
+    try:
+        path, source = _recording(spec)
+    except _TextMachine:
+        return _text_snapshot(str(spec))
+    return _replayed(path, source)
+
+
+def _replayed(path: str, source: str | None) -> model.Snapshot:
+    from topodoc.probe import record
     from topodoc.probe.collect import collect
 
     try:
-        host, source = resolve_source(spec, deadline_s)
-    except _TextMachine:
-        return _text_snapshot(str(spec))
-    return collect(host, source)
+        digest = record.archive_digest(path)
+    except ArchiveError as err:
+        raise SourceError(str(err)) from err
+    cached = record.cached_snapshot(digest)
+    if cached is not None:
+        snapshot, name = cached
+        return dataclasses.replace(snapshot, source=_label(source, name, path))
+    host, label = _open(path, source, digest)
+    snapshot = collect(host, label)
+    if host.meta.get("recorded_at"):  # else collect stamps the time now: not the same result twice
+        record.store_snapshot(digest, snapshot, host.meta.get("name"))
+    return snapshot
 
 
 def _text_snapshot(path: str) -> model.Snapshot:
