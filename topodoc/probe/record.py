@@ -21,7 +21,6 @@ the agent) pays once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -34,7 +33,7 @@ from pathlib import Path
 from topodoc import __version__
 from topodoc.model import GapReason
 from topodoc.probe import replaycache, scratch
-from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
+from topodoc.probe.archive import ArchiveError, Members, SafeArchive, write_archive
 from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
 from topodoc.probe.recordfs import RecordingFs
 
@@ -229,14 +228,10 @@ def _extract_into(archive: SafeArchive, place: str | None) -> str:
 
 def archive_digest(path: str) -> str:
     """SHA-256 of the archive's bytes (refusing anything but a regular file)."""
-    digest = hashlib.sha256()
     try:
-        with open_regular(path) as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as err:
-        raise ArchiveError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
-    return digest.hexdigest()
+        return replaycache.file_digest(path)
+    except replaycache.DigestError as err:
+        raise ArchiveError(str(err)) from err
 
 
 def open_directory(directory, label: str | None = None) -> Host:
@@ -303,22 +298,6 @@ def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
     if not isinstance(data, dict):
         raise ArchiveError(f"{archive}: {name} must hold a JSON object")
     return data
-
-
-def cached_snapshot(digest: str):
-    """``(Snapshot, recording name)`` collected before from the recording with this digest by the
-    same code (see :mod:`topodoc.probe.replaycache`), or None."""
-    from topodoc import codec, model
-
-    root = replaycache.cache_root()
-    entry = replaycache.open_entry(root, digest, check_tree=False) if root else None
-    stored = replaycache.read_snapshot(entry) if entry else None
-    if stored is None or stored[0].get("schema") != model.SCHEMA_VERSION:
-        return None
-    try:
-        return codec.from_data(model.Snapshot, stored[0]), stored[1]
-    except codec.CodecError:
-        return None
 
 
 def store_snapshot(digest: str, snapshot, name: str | None) -> None:

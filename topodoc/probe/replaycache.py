@@ -50,6 +50,7 @@ MAX_BYTES = 256 * 1024 * 1024
 LOCK_WAIT_S = 10.0  # a build takes about a second; past this the process replays without the cache
 MAX_MARKER = 4096
 MAX_SNAPSHOT = 64 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024  # archive.MAX_ARCHIVE_BYTES (not imported: it loads tarfile)
 
 _held: dict[str, int] = {}  # entry folder -> descriptor of its lock, shared, held for the process
 
@@ -313,6 +314,50 @@ def evict(root: str, keep: str | None = None, limit: int | None = None) -> list[
 
 
 # -- the collected Snapshot ----------------------------------------------------------------------
+
+
+class DigestError(ValueError):
+    """The archive cannot be read to hash it (the same one line :class:`ArchiveError` would give)."""
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a recording archive's bytes; refused unless it is a regular file of at most
+    :data:`topodoc.probe.archive.MAX_ARCHIVE_BYTES` (opening never blocks on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise DigestError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DigestError(f"{path}: not a recording archive (not a regular file)")
+        if info.st_size > MAX_ARCHIVE_BYTES:
+            raise DigestError(
+                f"{path}: refusing a {info.st_size}-byte archive (more than {MAX_ARCHIVE_BYTES})")
+        os.set_blocking(fd, True)
+        digest = hashlib.sha256()
+        try:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        except OSError as err:
+            raise DigestError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
+    return digest.hexdigest()
+
+
+def cached_snapshot(digest: str):
+    """``(Snapshot, recording name)`` collected before from the recording with this digest by the
+    same code, or None. Loads neither the archive reader nor the collectors."""
+    from topodoc import codec, model
+
+    root = cache_root()
+    entry = open_entry(root, digest, check_tree=False) if root else None
+    stored = read_snapshot(entry) if entry else None
+    if stored is None or stored[0].get("schema") != model.SCHEMA_VERSION:
+        return None
+    try:
+        return codec.from_data(model.Snapshot, stored[0]), stored[1]
+    except codec.CodecError:
+        return None
 
 
 def code_fingerprint(files: list[str]) -> str | None:

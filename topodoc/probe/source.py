@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 from topodoc import model
-from topodoc.probe.archive import ArchiveError
-from topodoc.probe.host import Host
+
+if TYPE_CHECKING:  # imported where used: a cached replay loads neither
+    from topodoc.probe.host import Host
 
 EXAMPLE = "example:"
 
@@ -28,6 +30,8 @@ def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE
     """The Host for ``spec`` and the source name a Snapshot should carry; a live Host asks nothing of
     NVML or nvidia-smi after ``deadline_s`` seconds (what it has then is reported, the rest as gaps)."""
     if spec is None or spec == "live":
+        from topodoc.probe.host import Host
+
         return Host.live(deadline_s), "live"
     return _open(*_recording(spec))
 
@@ -55,6 +59,7 @@ def _example(name: str) -> str:
 
 
 def _open(path: str, source: str | None, digest: str | None = None) -> tuple[Host, str]:
+    from topodoc.probe.archive import ArchiveError
     from topodoc.probe.record import open_recording
 
     try:
@@ -71,7 +76,8 @@ def _label(source: str | None, name, path: str) -> str:
 def host_for_root(root: str) -> tuple[Host, str]:
     """``--root DIR``: an extracted recording (``meta.json`` + ``fs/``) replays whole; any other
     directory is read as a filesystem root (like ``HWLOC_FSROOT``) with NVML and commands absent."""
-    from topodoc.probe.host import RootFs, TapeNvml, TapeRunner
+    from topodoc.probe.archive import ArchiveError
+    from topodoc.probe.host import Host, RootFs, TapeNvml, TapeRunner
     from topodoc.probe.record import open_directory
 
     if not os.path.isdir(root):
@@ -106,9 +112,10 @@ def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_
     """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`); a hardware text
     file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording. A
     recording's Snapshot comes from the replay cache when the same code collected it before."""
-    from topodoc.probe.collect import collect
-
     if spec is None or spec == "live":
+        from topodoc.probe.collect import collect
+        from topodoc.probe.host import Host
+
         return collect(Host.live(deadline_s), "live")
     try:
         path, source = _recording(spec)
@@ -118,17 +125,19 @@ def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_
 
 
 def _replayed(path: str, source: str | None) -> model.Snapshot:
-    from topodoc.probe import record
-    from topodoc.probe.collect import collect
+    from topodoc.probe import replaycache
 
     try:
-        digest = record.archive_digest(path)
-    except ArchiveError as err:
+        digest = replaycache.file_digest(path)
+    except replaycache.DigestError as err:
         raise SourceError(str(err)) from err
-    cached = record.cached_snapshot(digest)
+    cached = replaycache.cached_snapshot(digest)
     if cached is not None:
         snapshot, name = cached
         return dataclasses.replace(snapshot, source=_label(source, name, path))
+    from topodoc.probe import record
+    from topodoc.probe.collect import collect
+
     host, label = _open(path, source, digest)
     snapshot = collect(host, label)
     if host.meta.get("recorded_at"):  # else collect stamps the time now: not the same result twice
