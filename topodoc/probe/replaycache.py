@@ -53,6 +53,7 @@ MAX_SNAPSHOT = 64 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024  # archive.MAX_ARCHIVE_BYTES (not imported: it loads tarfile)
 
 _held: dict[str, int] = {}  # entry folder -> descriptor of its lock, shared, held for the process
+_checked: set[str] = set()  # entry folders whose tree this process found intact (while holding them)
 
 
 def max_bytes() -> int:
@@ -72,15 +73,17 @@ def cache_root() -> str | None:
         if not os.path.isabs(home):
             return None
         base = os.path.join(home, ".cache")
-    root = os.path.join(base, "topodoc", "replay")
+    top = os.path.join(base, "topodoc")
     try:
-        os.makedirs(root, mode=0o700, exist_ok=True)
-        for folder in (os.path.dirname(root), root):
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        for folder in (top, os.path.join(top, "replay")):  # each checked before going into it
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, 0o700)
             if not _private_folder(folder):
                 return None
     except OSError:
         return None
-    return root if os.access(root, os.W_OK | os.X_OK) else None
+    return folder if os.access(folder, os.W_OK | os.X_OK) else None
 
 
 def _private_folder(path: str) -> bool:
@@ -222,12 +225,15 @@ def open_entry(root: str, digest: str, build=None, check_tree: bool = True) -> s
         if fd is None:
             return None
         marker = _marker(entry, digest)
-        if marker is not None and (not check_tree or entry in _held or _intact(entry, marker)):
+        if marker is not None and (not check_tree or entry in _checked or _intact(entry, marker)):
+            if check_tree:
+                _checked.add(entry)
             _touch(entry)
             _hold(entry, fd)
             return entry
         if entry in _held:  # this process held a damaged entry: give it up before rebuilding
             os.close(_held.pop(entry))
+        _checked.discard(entry)
         os.close(fd)
         if build is None:
             return None
