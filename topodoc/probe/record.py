@@ -34,7 +34,15 @@ from topodoc import __version__
 from topodoc.model import GapReason
 from topodoc.probe import replaycache, scratch
 from topodoc.probe.archive import ArchiveError, Members, SafeArchive, write_archive
-from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
+from topodoc.probe.host import (
+    Host,
+    RecordingNvml,
+    RecordingRunner,
+    RootFs,
+    TapeNvml,
+    TapeRunner,
+    links_stay_inside,
+)
 from topodoc.probe.recordfs import RecordingFs
 
 FORMAT = 1
@@ -251,7 +259,7 @@ def open_directory(directory, label: str | None = None) -> Host:
     fs_root = root / "fs"
     if not fs_root.is_dir():
         raise ArchiveError(f"{label}: not a topodoc recording (no fs/ directory)")
-    return Host(RootFs(fs_root, failures), nvml, runner, meta)
+    return Host(RootFs(fs_root, failures, links_inside=links_stay_inside(str(fs_root))), nvml, runner, meta)
 
 
 META_TEXT = ("name", "recorded_at", "topodoc_version")
