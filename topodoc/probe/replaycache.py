@@ -32,10 +32,8 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import stat
 import sys
-import tempfile
 import time
 
 from topodoc import __version__
@@ -209,6 +207,8 @@ def _touch(entry: str) -> None:
 
 
 def _remove(path: str) -> None:
+    import shutil
+
     shutil.rmtree(path, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.unlink(path)  # a file or link left where an entry belongs
@@ -253,6 +253,8 @@ def open_entry(root: str, digest: str, build=None, check_tree: bool = True) -> s
 def _build(root: str, digest: str, entry: str, build) -> None:
     """Extract into a new temporary folder, write the marker last, rename it into place. Runs with
     the entry's lock held exclusively, so any ``.tmp-<digest>-*`` left is a dead builder's."""
+    import tempfile
+
     for name in os.listdir(root):
         if name.startswith(f"{TMP}{digest}-"):
             _remove(os.path.join(root, name))
@@ -418,6 +420,8 @@ def write_snapshot(entry: str, data: dict, name: str | None) -> None:
     if code is None:
         return
     stored = {"format": FORMAT, "code": code, "code_files": files, "name": name, "snapshot": data}
+    import tempfile
+
     try:
         fd, temp = tempfile.mkstemp(prefix=".snapshot-", dir=entry)
         with os.fdopen(fd, "wb") as out:
