@@ -12,6 +12,7 @@ With ``SOURCE_DATE_EPOCH`` set (reproducible-builds.org), ``recorded_at`` and ev
 archive are that instant, so the same machine state always gives the same archive bytes.
 
 ``open_recording`` checks the whole archive, then extracts it (see :mod:`topodoc.probe.archive`)
+into the per-user replay cache (:mod:`topodoc.probe.replaycache`), or, when that cannot be used,
 into a scratch folder (see :mod:`topodoc.probe.scratch`: ``/dev/shm`` for small trees, removed at
 exit and on SIGTERM/SIGHUP, swept when a killed process left one). Each archive is extracted once per
 process (keyed by the SHA-256 of its bytes; at most :data:`CACHE_SIZE` trees kept) and every call
