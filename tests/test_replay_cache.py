@@ -212,3 +212,19 @@ def test_an_unsafe_cache_folder_is_not_used(tmp_path):
     want = topodoc(tmp_path / "fresh", "probe", "--from", str(SMALL), "--json").stdout
     assert topodoc(cache, "probe", "--from", str(SMALL), "--json").stdout == want
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_refused_archive_leaves_no_entry_and_its_lock_goes_at_the_next_build(tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not gzip at all" * 10)
+    cache = tmp_path / "c"
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    env.pop(replaycache.ENV_MB, None)
+    out = subprocess.run([sys.executable, "-m", "topodoc", "probe", "--from", str(bad)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "not a readable recording archive" in out.stderr
+    digest = replaycache.file_digest(str(bad))
+    assert not (root_of(cache) / digest).exists() and entries(cache) == []
+    topodoc(cache, "probe", "--from", str(SMALL))
+    assert not (root_of(cache) / f"{digest}.lock").exists()

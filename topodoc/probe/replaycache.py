@@ -297,6 +297,7 @@ def evict(root: str, keep: str | None = None, limit: int | None = None) -> list[
         except OSError:
             continue
         entries.append((used, name, marker["footprint"] + extra))
+    _drop_orphan_locks(root)
     total = sum(size for _used, _name, size in entries)
     removed = []
     for _used, name, size in sorted(entries):
@@ -319,6 +320,24 @@ def evict(root: str, keep: str | None = None, limit: int | None = None) -> list[
         total -= size
         removed.append(name)
     return removed
+
+
+def _drop_orphan_locks(root: str) -> None:
+    """Remove the lock files of digests that have no entry (an archive refused as unsafe, a lookup
+    that found nothing) and that no process holds."""
+    for name in os.listdir(root):
+        digest = name[: -len(".lock")]
+        if not name.endswith(".lock") or len(digest) != 64 or os.path.lexists(os.path.join(root, digest)):
+            continue
+        fd = _lock(root, digest, exclusive=True, wait_s=0)
+        if fd is None:
+            continue
+        try:
+            if not os.path.lexists(os.path.join(root, digest)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(root, name))
+        finally:
+            os.close(fd)
 
 
 # -- the collected Snapshot ----------------------------------------------------------------------
@@ -358,7 +377,10 @@ def cached_snapshot(digest: str):
     from topodoc import codec, model
 
     root = cache_root()
-    entry = open_entry(root, digest, check_tree=False) if root else None
+    try:
+        entry = open_entry(root, digest, check_tree=False) if root else None
+    except OSError:
+        return None  # a filesystem without flock, a folder gone under us: replay without the cache
     stored = read_snapshot(entry) if entry else None
     if stored is None or stored[0].get("schema") != model.SCHEMA_VERSION:
         return None
@@ -370,7 +392,8 @@ def cached_snapshot(digest: str):
 
 def code_fingerprint(files: list[str]) -> str | None:
     """SHA-256 over the paths and contents of ``files``; None when one cannot be read."""
-    digest = hashlib.sha256(f"{sys.version_info[:2]}|{__version__}".encode())
+    regex = getattr(sys.modules.get("regex"), "__version__", "")  # the one library collect parses with
+    digest = hashlib.sha256(f"{sys.version_info[:2]}|{__version__}|{regex}".encode())
     for path in files:
         try:
             with open(path, "rb") as handle:
