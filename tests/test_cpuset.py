@@ -79,3 +79,10 @@ def test_rules_read_a_hostile_cpulist_as_no_cpu():
     assert not rules_parse("0-50000000")
     assert not rules_parse(None)
     assert rules_parse("0-3") & rules_parse("2-9") == CpuSet.parse("2-3")
+
+
+def test_subset():
+    assert CpuSet.parse("2-3") <= CpuSet.parse("0-7")
+    assert not CpuSet.parse("2-9") <= CpuSet.parse("0-7")
+    assert CpuSet.parse("") <= CpuSet.parse("0")
+    assert CpuSet.parse("0,4-5").issubset(CpuSet.parse("0-1,4-6"))

@@ -58,7 +58,7 @@ def test_mermaid_has_valid_ids_and_one_subgraph_per_socket():
         if "---" in line or "===" in line or "-.-" in line:
             ends = re.sub(r"\|[^|]*\|", "", line).split()
             assert all(re.fullmatch(r"n_[A-Za-z0-9_]+", x) for x in (ends[0], ends[-1])), line
-    assert text.count("===|NV12|") == 8
+    assert text.count("===|\"NV12\"|") == 8
 
 
 def test_flat_vm_hangs_devices_straight_off_the_host_bridge():

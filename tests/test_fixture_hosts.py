@@ -4,6 +4,7 @@ recording, and replaying the recording through the real collectors gives back th
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -13,13 +14,16 @@ from pathlib import Path
 import pytest
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
-sys.path.insert(0, str(HOSTS))
+TOOLS = HOSTS.parent.parent / "tools" / "fixtures" / "hosts"  # build.py, regen.py, builder/
+sys.path.insert(0, str(TOOLS))
 
-from builder.machine import load  # noqa: E402
-
-import build  # noqa: E402
 from topodoc.probe.collect import collect  # noqa: E402
 from topodoc.probe.record import open_recording  # noqa: E402
+
+# by module name from tools/fixtures/hosts (a plain `import build` sorts differently wherever the
+# PyPA `build` package is installed)
+build = importlib.import_module("build")
+load = importlib.import_module("builder.machine").load
 
 NAMES = build.machine_names()
 
@@ -221,12 +225,12 @@ def test_regen_check_passes_on_a_current_host_and_flags_a_stale_golden(tmp_path)
 
 def test_regen_cli_check_on_one_host():
     run = subprocess.run(
-        [sys.executable, str(HOSTS / "regen.py"), "--check", "gb200-nvl72-tray"],
+        [sys.executable, str(TOOLS / "regen.py"), "--check", "gb200-nvl72-tray"],
         capture_output=True, text=True, check=False,
     )
     assert (run.returncode, run.stdout) == (0, "every golden is up to date\n"), run.stderr
     bad = subprocess.run(
-        [sys.executable, str(HOSTS / "regen.py"), "--check", "no-such-host"], capture_output=True, text=True
+        [sys.executable, str(TOOLS / "regen.py"), "--check", "no-such-host"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "no host named no-such-host" in bad.stderr
 

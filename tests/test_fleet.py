@@ -273,3 +273,27 @@ def test_no_inputs_is_a_usage_error():
         [sys.executable, "-m", "topodoc", "fleet"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2 and "give recordings" in out.stderr
+
+
+def test_slurm_recipe_record_then_compare(tmp_path):
+    """The documented flow minus srun: each node records itself into a shared folder, then one fleet run.
+    Recorded here on this machine (no GPU) twice: two inputs, one group, nothing differs."""
+    shared = tmp_path / "recs"
+    shared.mkdir()
+    for node in ("node-a", "node-b"):
+        rec = subprocess.run(
+            [sys.executable, "-m", "topodoc", "record", "--redact", "-o", str(shared / f"{node}.tar.gz")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert rec.returncode == 0, rec.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "topodoc", "fleet", str(shared), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["nodes"] == 2 and [g["nodes"] for g in data["groups"]] == [["node-a", "node-b"]]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from topodoc.parsers import nccl_log_scan
 from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze, analyze_text
-from topodoc.parsers.nccl_log_errors import classify
+from topodoc.parsers.nccl_log import scan as nccl_log_scan
+from topodoc.parsers.nccl_log.errors import classify
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 TWO_NODE_IB = """\

@@ -13,10 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nccl_log_golden import cases
 
-from topodoc.codec import to_data
-from topodoc.parsers import nccl_log_plan, nccl_log_scan
 from topodoc.parsers.nccl_log import analyze
-from topodoc.parsers.nccl_log_plan import INFO, plan
+from topodoc.parsers.nccl_log import scan as nccl_log_scan
+from topodoc.parsers.nccl_log.plan import INFO, plan
 from topodoc.report.logs import BIG_TABLE, to_json
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -61,45 +60,37 @@ def test_a_line_holding_two_records_is_read_not_counted():
     assert made.read == [1, 2] and [n for n, _i in made.counted.values()] == [1]
 
 
-def test_worker_plans_give_the_same_analysis(monkeypatch, tmp_path):
-    data = _bench_log(2, 3) + b"".join(log.read_bytes() for log in cases()[:12])
-    path = tmp_path / "job.log"
-    path.write_bytes(data)
-    monkeypatch.setattr(nccl_log_scan, "CHUNK_BYTES", 4093)
-    alone = to_data(analyze([str(path)]))
-    monkeypatch.setattr(nccl_log_plan, "PARALLEL_BYTES", 0)
-    assert nccl_log_plan.worker_plans(str(path), 4093) is not None
-    together = to_data(analyze([str(path)]))
-    assert together == alone
-    assert together["inputs"][0]["lines"] == data.count(b"\n")
-    assert together["connections"] and together["errors"]
-
-
-def test_small_files_and_missing_ones_are_read_in_one_process(tmp_path):
-    small = tmp_path / "a.log"
-    small.write_bytes(b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
-    assert nccl_log_plan.worker_plans(str(small), 1 << 18) is None
-    assert nccl_log_plan.worker_plans(str(tmp_path / "missing.log"), 1 << 18) is None
+def test_collective_calls_are_dropped_and_counted_and_prove_nothing():
+    coll = b"h-0:7:9 [0] NCCL INFO AllReduce: opCount 3f sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0\n"
+    noise = b"[2026-03-01 12:00:00] iteration 7 | loss 2.4 | lr 3.0e-04\n"
+    head = b"h-0:7:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    made = plan((head + coll * 3 + (coll + noise) * 2).split(INFO), old=True)
+    assert made.read == [1] and not made.counted  # alone on their lines or followed by noise: dropped
+    failed = b"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled "
+    failed += b"system error\n"
+    data = head + coll + noise + coll + failed + coll
+    made = plan(data.split(INFO), old=True)
+    assert made.read == [1, 3] and made.hits == {3: True}  # the line after it must still be read
+    analysis = analyze([("job.log", io.BytesIO(data))])
+    assert analysis.inputs[0].nccl_lines >= 4 and [e.line for e in analysis.errors] == [5]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(FIXTURE_LINES), min_size=1, max_size=40), st.integers(1, 300))
-def test_a_stale_or_missing_plan_is_made_again(lines, chunk):
+def test_any_block_size_gives_the_same_analysis(lines, chunk):
     data = b"\n".join(lines) + b"\n"
-    whole = _plain(data, None)
-    wrong = nccl_log_plan.Plan((0, 0), [], {}, False, False, {})  # made for another block: ignored
-    assert _plain(data, iter([wrong] * 10_000), chunk) == whole
+    assert _plain(data, chunk) == _plain(data)
 
 
-def _plain(data: bytes, plans, chunk: int | None = None):
-    from topodoc.parsers.nccl_log_state import LogState
-    from topodoc.parsers.nccl_log_summary import build
+def _plain(data: bytes, chunk: int | None = None):
+    from topodoc.parsers.nccl_log.state import LogState
+    from topodoc.parsers.nccl_log.summary import build
 
     saved = nccl_log_scan.CHUNK_BYTES
     nccl_log_scan.CHUNK_BYTES = chunk or saved
     try:
         state = LogState()
-        stats = nccl_log_scan.Scanner(state, "h.log").run(io.BytesIO(data), plans)
+        stats = nccl_log_scan.Scanner(state, "h.log").run(io.BytesIO(data))
     finally:
         nccl_log_scan.CHUNK_BYTES = saved
     return build(state, (stats,)) if stats.nccl_lines else None

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nccl_log_golden import cases
 
-from topodoc.parsers import nccl_log_scan
 from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
+from topodoc.parsers.nccl_log import scan as nccl_log_scan
 
 FIXTURE_LINES = [line for log in cases() for line in log.read_bytes().split(b"\n") if line]
 # the words a transport verdict needs to have seen in the input

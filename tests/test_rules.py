@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topodoc import codec, model
+from topodoc.facts import nccl_tests_input
 from topodoc.parsers.nccl_log import analyze
 from topodoc.rules import registry
-from topodoc.rules.bandwidth import nccl_tests_input
 from topodoc.rules.engine import (
     DOC_HEADINGS,
     Evidence,
@@ -122,6 +122,30 @@ def test_rules_never_import_the_probe():
             assert not any(n.startswith("topodoc.probe") for n in names), f"{path.name} imports {names}"
 
 
+# The NCCL log error helpers still read by two rules move into the parsed error itself with the log parser's
+# subpackage (issue 11, item 2); nothing else in rules/ may import a parser.
+PARSER_LEFTOVERS = {"topodoc.parsers.nccl_log.errors"}
+
+
+def test_rules_import_no_parser():
+    for path in (ROOT / "topodoc" / "rules").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad = [n for n in names if n.startswith("topodoc.parsers") and n not in PARSER_LEFTOVERS]
+            assert not bad, f"{path.name} imports {bad}"
+
+
+def test_every_rule_is_declared_one_way_with_needs_from_its_parameters():
+    sources = "".join(p.read_text() for p in (ROOT / "topodoc" / "rules").glob("*.py"))
+    assert not re.search(r"\b(snapshot_rule|log_rule|joined_rule|declare)\(", sources)
+    assert "needs=" not in sources
+    for item in registry.RULES:
+        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests"}, item.id
+    with pytest.raises(ValueError, match="parameters must name facts"):
+        rule("test-bad", "info", ("t",), title="t", fix="f")(lambda facts: ())
+
+
 def test_unknown_rule_id_suggests_close_ones():
     with pytest.raises(registry.UnknownRule, match="nvlink-link-down"):
         registry.get("nvlink-down")
@@ -130,24 +154,24 @@ def test_unknown_rule_id_suggests_close_ones():
 # --- the engine itself -------------------------------------------------------------------------------
 
 
-@rule(id="test-boom", title="t", severity="error", tags=("t",), needs=("snapshot",), fix="f")
-def _boom(facts):
+@rule("test-boom", "error", ("t",), title="t", fix="f")
+def _boom(snapshot):
     raise KeyError("gpu 9")
 
 
-@rule(id="test-gap", title="t", severity="error", tags=("t",), needs=("snapshot",), fix="f")
-def _gap(facts):
+@rule("test-gap", "error", ("t",), title="t", fix="f")
+def _gap(snapshot):
     raise MissingFacts("ACS not readable")
 
 
-@rule(id="test-two", title="t", severity="info", tags=("t",), needs=("snapshot",), fix="default fix")
-def _two(facts):
+@rule("test-two", "info", ("t",), title="t", fix="default fix")
+def _two(snapshot):
     yield Hit("GPU0", "minor", (Evidence("nvml", "x", "1"),), confidence=0.5)
     yield Hit("GPU1", "major", (Evidence("nvml", "x", "2"),), severity=Severity.CRITICAL, fix="own fix")
 
 
-@rule(id="test-logs", title="t", severity="warning", tags=("t",), needs=("logs",), fix="f")
-def _needs_logs(facts):
+@rule("test-logs", "warning", ("t",), title="t", fix="f")
+def _needs_logs(logs):
     yield Hit("job", "never", ())
 
 
@@ -167,8 +191,8 @@ def test_engine_isolates_crashes_skips_and_sorts_worst_first():
 
 
 def test_rule_declaration_rejects_unknown_needs():
-    with pytest.raises(ValueError, match="unknown needs"):
-        rule(id="x-y", title="t", severity="info", tags=(), needs=("gpus",), fix="f")
+    with pytest.raises(ValueError, match="parameters must name facts"):
+        rule("x-y", "info", (), title="t", fix="f")(lambda gpus: ())
 
 
 def test_finding_json_has_the_documented_keys():

@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topodoc import codec
+from topodoc.facts import nccl_tests_input
 from topodoc.parsers.nccl_log import analyze
 from topodoc.rules import registry
-from topodoc.rules.bandwidth import NcclTestsInput, nccl_tests_input
+from topodoc.rules.bandwidth import NcclTestsInput
 from topodoc.rules.engine import Facts, Severity, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent

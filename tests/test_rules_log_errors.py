@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from topodoc.parsers.nccl_log import analyze
-from topodoc.parsers.nccl_log_errors import classify, completion_status
+from topodoc.parsers.nccl_log.errors import classify, completion_status
 from topodoc.rules import registry
 from topodoc.rules.engine import Facts, evaluate
 

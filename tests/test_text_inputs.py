@@ -135,9 +135,9 @@ TOPO_FIXTURES = sorted((ROOT / "fixtures" / "topo").glob("*.txt"))
 @pytest.mark.parametrize("path", TOPO_FIXTURES, ids=lambda p: p.stem)
 def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     """topo -m alone: the stand-in PCIe tree gives every GPU/NIC pair the class the matrix printed."""
-    from topodoc.rules.machine import pci_class
     from topodoc.textmachine import build
     from topodoc.textplacement import legend_names
+    from topodoc.topology.pcitree import smi_level
 
     item = parse_text(str(path), path.read_text())
     if item.kind != "smi-topo" or item.parsed is None or item.parsed.kind != "topo":
@@ -149,7 +149,7 @@ def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     classes = {"PIX", "PXB", "PHB", "NODE", "SYS"}
     cells = [(r, c, v) for r, row in item.parsed.links.items() for c, v in row.items() if v in classes]
     assert cells
-    assert [(r, c, pci_class(snapshot, where[r], where[c])) for r, c, _ in cells] == cells
+    assert [(r, c, smi_level(snapshot.pci, where[r], where[c])) for r, c, _ in cells] == cells
 
 
 def test_nvlink_s_inactive_links_cite_their_lines() -> None:

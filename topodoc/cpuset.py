@@ -115,6 +115,13 @@ class CpuSet:
     def overlaps(self, other: CpuSet) -> bool:
         return bool(self & other)
 
+    def issubset(self, other: CpuSet) -> bool:
+        """Every CPU of this set is in ``other`` (the empty set is a subset of any)."""
+        return (self & other) == self
+
+    def __le__(self, other: CpuSet) -> bool:
+        return self.issubset(other)
+
     def format(self) -> str:
         """The kernel's own spelling: ``"0-3,8"``; empty for no CPU."""
         return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in self.ranges)

@@ -45,3 +45,9 @@ def example_path(name: str) -> Path:
 def example_readme(name: str) -> str | None:
     path = example_path(name).parent / "README.md"
     return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def example_kind(name: str) -> str:
+    """``synthetic`` (built by tools/fixtures/hosts/build.py from a declarative machine.json, to published
+    specs) or ``real`` (recorded by ``topodoc record`` on a machine)."""
+    return "synthetic" if (example_path(name).parent / "machine.json").is_file() else "real"

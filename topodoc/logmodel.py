@@ -222,6 +222,7 @@ class InputStats:
     lines: int
     nccl_lines: int
     bytes: int
+    long_lines: int = 0  # lines over the grammar's length limit, read by their two ends only
 
 
 @dataclass(frozen=True)

@@ -244,6 +244,10 @@ def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
             )
         )
     b.gpus[index] = replace(b.gpus.get(index) or Gpu(index=index, pci_address=address), lost=True)
+    # nvidia-smi's "Unable to determine the device handle ... GPU is lost" is its handle lookup answering
+    # GPU_IS_LOST: the gap names that call, as the live collector names the call that failed
+    b.gaps.append(Gap(f"GPU {index}", GapReason.ERROR, "nvml:nvmlDeviceGetHandleByPciBusId",
+                      "GpuIsLost: nvidia-smi could not open the GPU"))
     b.prov[f"gpu{index}"] = ("nvidia-smi-q", where)
 
 

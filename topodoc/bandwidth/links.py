@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from topodoc.topology import vocab
+from topodoc.topology.vocab import PCIE_GENS
+
 
 @dataclass(frozen=True)
 class LinkRate:
@@ -21,27 +24,14 @@ class LinkRate:
 
 
 # --- PCI Express (REFERENCE.md §6.1; NCCL kvDictPciGen / ncclTopoAddPci, §3.3) -------------------------
-# gen -> (GT/s per lane, encoding efficiency, NCCL speed code in units of 100 Mb/s per lane)
-PCIE_GENS: dict[int, tuple[float, float, int]] = {
-    1: (2.5, 8 / 10, 15),
-    2: (5.0, 8 / 10, 30),
-    3: (8.0, 128 / 130, 60),
-    4: (16.0, 128 / 130, 120),
-    5: (32.0, 128 / 130, 240),
-    6: (64.0, 242 / 256, 480),  # FLIT mode: 236 payload bytes of 256 is ~7.4 GB/s per lane
-}
+# the generation table lives in topology/vocab.py (PCIE_GENS: GT/s, encoding, NCCL speed code)
 NCCL_PCI_UNKNOWN_CODE = 60  # NCCL's fallback when the link speed string is not in its table
 PCIE_SOURCE = "REFERENCE.md §6.1 (line rate), §3.3 (NCCL: width x speed code / 80)"
 
 
 def pcie_gen(speed_gts: float | None) -> int | None:
     """8.0 GT/s -> 3. ``None`` for an unknown rate."""
-    if speed_gts is None:
-        return None
-    for gen, (rate, _enc, _code) in PCIE_GENS.items():
-        if abs(rate - speed_gts) < 0.01:
-            return gen
-    return None
+    return vocab.pcie_gen(speed_gts)
 
 
 def pcie(gen: int | None, width: int | None) -> LinkRate:

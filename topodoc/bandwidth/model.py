@@ -4,21 +4,26 @@ Reads a derived :class:`~topodoc.topology.types.Topology` (plus the snapshot for
 the GPUs' compute capability) and prices every link with :mod:`topodoc.bandwidth.links`. Figures are
 GB/s per direction by NCCL's own model (what a healthy busbw approaches); line rates ride along.
 
-Assumptions, stated in every expectation: one ring over the best GPU order (NCCL searches for it);
+PCIe links read at Gen1 (an idle GPU's link, until used) are priced at the fastest speed they can
+train to, saying so; other links as trained. Assumptions, stated in every expectation: one ring over the
+best GPU order (NCCL searches for it);
 busbw approaches the ring's slowest link (nccl-tests doc/PERFORMANCE.md); across nodes every GPU has
 its own NIC rail with GPUDirect RDMA and the fabric is not oversubscribed (ANCHORS.md c3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from itertools import permutations
 
 from topodoc import model
 from topodoc.bandwidth import links as rates
+from topodoc.topology.rails import rail_nics
 from topodoc.topology.types import C2C, NVLINK, PCIE, SMP, Connection, Link, Topology
+from topodoc.topology.vocab import RDMA_KINDS
 
-RDMA_KINDS = ("ib", "roce", "efa")
+IDLE_GEN = 1  # an idle GPU's PCIe link drops to Gen1 (2.5 GT/s) and retrains under load
 NVLS_H100_8GPU_GBPS = 480.0  # NVLink SHARP all_reduce busbw on 8x H100 (sjeaugey, NVIDIA/nccl-tests#212)
 
 
@@ -85,7 +90,7 @@ def _min_sm(snapshot: model.Snapshot) -> int | None:
 
 def link_rate(link: Link, snapshot: model.Snapshot, sm: int | None, switched: bool = False) -> rates.LinkRate:
     if link.kind == PCIE:
-        return rates.pcie(link.gen, link.width)
+        return pcie_rate(link)
     if link.kind == NVLINK:
         count = link.nvlinks or 1
         return rates.nvswitch(sm, count) if switched else rates.nvlink(sm, count)
@@ -94,6 +99,18 @@ def link_rate(link: Link, snapshot: model.Snapshot, sm: int | None, switched: bo
     if link.kind == C2C:
         return rates.c2c(link.c2c_links, link.bandwidth_gbps)
     return rates.LinkRate(link.kind, link.kind, link.bandwidth_gbps, link.bandwidth_gbps)
+
+
+def pcie_rate(link: Link) -> rates.LinkRate:
+    """A PCIe link priced at the speed a job gets: a link read at Gen1 (the floor an idle GPU drops to,
+    retraining under load) at the fastest speed both ends support, saying so; a link trained anywhere
+    else below its maximum is a real cap (the rules report it) and is priced as trained. Width does
+    not recover, so it is always the trained one."""
+    idle = link.gen == IDLE_GEN and (link.max_gen or 0) > IDLE_GEN
+    rate = rates.pcie(link.max_gen if idle else link.gen, link.width)
+    if idle:
+        rate = dataclasses.replace(rate, label=f"{rate.label} (max speed; read at Gen1, an idle link)")
+    return rate
 
 
 def pair_bandwidth(conn: Connection, snapshot: model.Snapshot, sm: int | None) -> PairBandwidth:
@@ -180,7 +197,7 @@ def node_nic_bandwidth(topology: Topology) -> tuple[float | None, str | None]:
     NICs, the gVNIC/Ethernet NICs stand in (TCPX, sockets)."""
     rdma = [n for n in topology.nics if n.kind in RDMA_KINDS and n.rate_gbps]
     pool = rdma or [n for n in topology.nics if n.kind in ("gvnic", "ethernet") and n.rate_gbps]
-    rails = _rail_nics(topology, pool)
+    rails = rail_nics(topology, pool)
     up = [n for n in rails if not n.ports_down]
     if not up:
         return None, None
@@ -195,22 +212,6 @@ def node_nic_bandwidth(topology: Topology) -> tuple[float | None, str | None]:
     if left_out:
         label += f" (not counted: {', '.join(left_out)})"
     return total, label
-
-
-_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def _rail_nics(topology: Topology, pool: list) -> list:
-    """The NICs of ``pool`` that are nearest (by PCIe class) to at least one GPU; all of them if none is."""
-    names = {n.name for n in pool}
-    nearest: set[str] = set()
-    for gpu in topology.gpus:
-        conns = [c for c in topology.gpu_nic if gpu.name in (c.a, c.b) and ({c.a, c.b} & names)]
-        ranked = [(_LEVELS.index(c.pci_level), c) for c in conns if c.pci_level in _LEVELS]
-        if ranked:
-            best = min(rank for rank, _ in ranked)
-            nearest |= {c.b if c.a == gpu.name else c.a for rank, c in ranked if rank == best}
-    return [n for n in pool if n.name in nearest] or pool
 
 
 def inter_node_expectations(

@@ -82,7 +82,7 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _snapshot(source: str | None, deadline: float):
+def _snapshot(source: str | None, deadline: float = 60.0):
     from topodoc.probe.source import SourceError, load_snapshot
 
     try:
@@ -118,9 +118,9 @@ def _topology(snapshot):
 def _compare(path: str, snapshot, topology):
     """The nccl-tests run (FILE, .gz, UTF-16 or - for stdin), where it came from, and how it compares
     with the bandwidth model."""
+    from topodoc.facts import nccl_tests_input
     from topodoc.inputs import InputError, read_text
     from topodoc.parsers.nccl_tests import NcclTestsParseError
-    from topodoc.rules.bandwidth import nccl_tests_input
 
     try:
         given = read_text(path)
@@ -152,9 +152,10 @@ def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -
 
 
 def _emit(report, inputs: dict, as_json: bool) -> None:
+    from topodoc.report.color import use_color
     from topodoc.report.diagnose import json_data, render_text
 
     if as_json:
         click.echo(json.dumps(json_data(report, inputs), indent=2))
     else:
-        click.echo(render_text(report, inputs, color=sys.stdout.isatty()), nl=False)
+        click.echo(render_text(report, inputs, color=use_color(sys.stdout)), nl=False)

@@ -15,6 +15,7 @@ class Example:
     name: str
     why: str | None
     source: str  # what to pass to --from
+    kind: str = "synthetic"  # "synthetic" (built to published specs) or "real" (recorded on a machine)
 
 
 @click.command()
@@ -24,7 +25,8 @@ def command(as_json: bool) -> None:
     from topodoc import examples_index
 
     examples = [
-        Example(name, why_line(examples_index.example_readme(name)), f"example:{name}")
+        Example(name, why_line(examples_index.example_readme(name)), f"example:{name}",
+                examples_index.example_kind(name))
         for name in examples_index.list_examples()
     ]
     if as_json:
@@ -54,6 +56,8 @@ def render(examples: list[Example]) -> str:
     if not examples:
         return "No bundled examples are installed."
     width = max(len(e.name) for e in examples)
-    lines = [f"{e.name:<{width}}  {e.why or '(no README)'}" for e in examples]
-    lines += ["", "Try one: topodoc topo --from example:<name>"]
+    lines = [f"{e.name:<{width}}  {e.kind:<9}  {e.why or '(no README)'}" for e in examples]
+    lines += ["", "synthetic: built by tools/fixtures/hosts/build.py to published specs and run through the "
+              "real recorder; real: recorded on a machine with `topodoc record`.",
+              "Try one: topodoc topo --from example:<name>"]
     return "\n".join(lines)

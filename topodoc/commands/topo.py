@@ -87,6 +87,7 @@ def matrix_from_text(source: str) -> ConnectionMatrix:
 
 
 def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
+    from topodoc.report.color import use_color
     from topodoc.report.topo import json_data, render_text
     from topodoc.topology.reading import read
 
@@ -95,7 +96,7 @@ def emit(matrix: ConnectionMatrix, as_json: bool) -> None:
         click.echo(json.dumps(json_data(matrix, reading), indent=2))
         return
     width = shutil.get_terminal_size((100, 24)).columns
-    click.echo(render_text(matrix, reading, color=sys.stdout.isatty(), width=width), nl=False)
+    click.echo(render_text(matrix, reading, color=use_color(sys.stdout), width=width), nl=False)
 
 
 def _read_text(source: str):

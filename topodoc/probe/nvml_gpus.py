@@ -106,10 +106,12 @@ def fits(value, kind: str) -> bool:
 
 
 class GpuLost(Exception):
-    """Stop asking about this GPU: it fell off the bus (GpuIsLost), or a call on it did not return."""
+    """Stop asking about this GPU: it fell off the bus (GpuIsLost), or a call on it did not return;
+    ``call`` is the NVML function that said so (the lost-GPU evidence names it)."""
 
-    def __init__(self, err: NvmlError) -> None:
+    def __init__(self, err: NvmlError, call: str = "") -> None:
         super().__init__(err.name)
+        self.call = call
         self.lost = err.code == GPU_IS_LOST
         if self.lost:
             self.detail = "GpuIsLost: the GPU fell off the bus"
@@ -136,7 +138,7 @@ class Query:
             value = self.nvml.call(fn, *args)
         except NvmlError as err:
             if lost_aborts and aborts(err):
-                raise GpuLost(err) from err
+                raise GpuLost(err, fn) from err
             detail = f"{err.name}: {err.detail}" if err.code == TIMEOUT and err.detail else err.name
             self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", detail))
             return None
@@ -197,7 +199,8 @@ def _gpu(query: Query, i: int) -> Gpu:
     try:
         return _gpu_fields(query, i)
     except GpuLost as stop:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", stop.detail))
+        source = f"nvml:{stop.call}" if stop.call else "nvml"
+        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, source, stop.detail))
         return Gpu(index=i, lost=stop.lost)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError) as err:
         query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {str(err)[:200]}"))
@@ -256,7 +259,7 @@ def _raw_call(query: Query, fn: str, *args):
         return query.nvml.call(fn, *args)
     except NvmlError as err:
         if aborts(err):
-            raise GpuLost(err) from err
+            raise GpuLost(err, fn) from err
         raise
 
 
@@ -315,7 +318,7 @@ def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
             break
         except NvmlError as err:
             if aborts(err):
-                raise GpuLost(err) from err
+                raise GpuLost(err, "nvmlDeviceGetNvLinkState") from err
             absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
             if not absent:
                 query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
@@ -330,7 +333,7 @@ def _link_count(query: Query, i: int) -> int:
         answer = query.nvml.call("nvmlDeviceGetFieldValues", i, [NVLINK_LINK_COUNT_FIELD])
     except NvmlError as err:
         if aborts(err):
-            raise GpuLost(err) from err
+            raise GpuLost(err, "nvmlDeviceGetFieldValues") from err
         return MAX_LINKS
     entry = answer[0] if isinstance(answer, list) and answer and isinstance(answer[0], dict) else {}
     value = entry.get("value")

@@ -120,3 +120,56 @@ class PynvmlAdapter:
         if index not in self._handles:
             self._handles[index] = nv.nvmlDeviceGetHandleByIndex(index)
         return self._handles[index]
+
+
+class XidEvents:
+    """NVML's critical-Xid events on every GPU that supports them: ``nvmlEventSetCreate``,
+    ``nvmlDeviceRegisterEvents(nvmlEventTypeXidCriticalError)``, ``nvmlEventSetWait_v2``. Works without
+    root (unlike ``/dev/kmsg``). ``wait(timeout_s) -> [(pci_bus_id, xid)]``; every failure is
+    :class:`~topodoc.probe.host.NvmlError` with NVML's code (no library: LibraryNotFound; no GPU that
+    supports the events: NotSupported, 3)."""
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+        except ImportError as err:
+            raise NvmlError(LIBRARY_NOT_FOUND) from err
+        self._nvml = pynvml
+        self._set = None
+        try:
+            pynvml.nvmlInit()
+            self._set = pynvml.nvmlEventSetCreate()
+            registered = sum(self._register(i) for i in range(pynvml.nvmlDeviceGetCount()))
+        except pynvml.NVMLError as err:
+            raise NvmlError(err.value) from err
+        if not registered:
+            self.close()
+            raise NvmlError(3)
+
+    def _register(self, index: int) -> int:
+        nvml = self._nvml
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._set)
+            return 1
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_GpuIsLost):
+            return 0
+
+    def wait(self, timeout_s: float) -> list[tuple[str, int]]:
+        nvml = self._nvml
+        try:
+            data = nvml.nvmlEventSetWait_v2(self._set, max(1, int(timeout_s * 1000)))
+            bus = nvml.nvmlDeviceGetPciInfo(data.device)
+        except nvml.NVMLError_Timeout:
+            return []
+        except nvml.NVMLError as err:
+            raise NvmlError(err.value) from err
+        return [(plain(raw_field(bus, "busId")), int(data.eventData))]
+
+    def close(self) -> None:
+        try:
+            if self._set is not None:
+                self._nvml.nvmlEventSetFree(self._set)
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass

@@ -72,8 +72,20 @@ def _mermaid_text(text: str) -> str:
     return text.replace('"', "#quot;").replace("\n", "<br/>")
 
 
+def _mermaid_edge_text(text: str) -> str:
+    """An edge label, quoted, with the characters Mermaid's edge grammar reads as syntax (parentheses,
+    brackets, braces, pipes) written as entity codes."""
+    codes = {"(": "#40;", ")": "#41;", "[": "#91;", "]": "#93;", "{": "#123;", "}": "#125;", "|": "#124;"}
+    return '"' + "".join(codes.get(c, c) for c in _mermaid_text(text)) + '"'
+
+
+def _yaml_string(text: str) -> str:
+    """A YAML double-quoted scalar: a title with ``:`` or ``#`` stays one string in the front matter."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
 def render_mermaid(graph: Graph, title: str = "") -> str:
-    lines = (["---", f"title: {title}", "---"] if title else []) + ["flowchart TB"]
+    lines = (["---", f"title: {_yaml_string(title)}", "---"] if title else []) + ["flowchart TB"]
     groups = [n for n in graph.nodes if n.kind == "numa"]
     for group in groups:
         lines.append(f'  subgraph {_mermaid_id(group.id)}_box["socket"]')
@@ -89,7 +101,7 @@ def render_mermaid(graph: Graph, title: str = "") -> str:
     red = []
     for i, edge in enumerate(graph.edges):
         arrow = arrows.get(edge.kind, "---")
-        label = f"|{_mermaid_text(edge.label)}|" if edge.label else ""
+        label = f"|{_mermaid_edge_text(edge.label)}|" if edge.label else ""
         lines.append(f"  {_mermaid_id(edge.a)} {arrow}{label} {_mermaid_id(edge.b)}")
         red += [str(i)] if edge.degraded else []
     lines += [f"  classDef {kind} fill:{color}" for kind, color in FILL.items()]

@@ -3,7 +3,7 @@ nearest NIC hop by hop with the bottleneck link, and where nvidia-smi's own matr
 
 from __future__ import annotations
 
-from topodoc.topology.types import NCCL_PATHS, CellDiff, Connection, Link, NicEnd, Topology
+from topodoc.topology.types import NCCL_PATHS, SMI_LEVELS, CellDiff, Connection, Link, NicEnd, Topology
 
 
 def nccl_grid(topology: Topology) -> str:
@@ -43,7 +43,7 @@ def link_text(link: Link | None) -> str:
 def nearest_nic(topology: Topology, gpu: str) -> Connection | None:
     """The NIC NCCL would reach best (path type, then nvidia-smi's level, then fewer hops)."""
     conns = [c for c in topology.gpu_nic if c.a == gpu]
-    smi = ("PIX", "PXB", "PHB", "NODE", "SYS", "N/A")
+    smi = (*SMI_LEVELS, "N/A")
     return min(conns, key=lambda c: (NCCL_PATHS.index(c.nccl), smi.index(c.pci_level or "N/A"),
                                      len(c.route.hops)), default=None)
 

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 from topodoc.logmodel import Connection, Evidence, LogAnalysis, LogSummary
+from topodoc.parsers.nccl_log.scan import LINE_LIMIT
 
 _TRANSPORT_NAMES = {
     "IB": "InfiniBand", "RoCE": "RoCE", "EFA": "AWS EFA (libfabric)", "Socket": "TCP sockets",
@@ -15,6 +16,7 @@ _TRANSPORT_NAMES = {
     "none": "no inter-node network (single node)",
 }
 MAX_ROWS = 40
+MAX_HCAS = 16  # HCA names listed in the verdict line
 BIG_TABLE = 500  # --json: longer tables are written one compact row per line
 
 
@@ -38,6 +40,8 @@ def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)
     parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
+    notes = analysis.summary.notes
+    parts += ["Notes", *(f"  {note}" for note in notes), ""] if notes else []
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -71,21 +75,35 @@ def _nodes(s: LogSummary) -> str:
 
 
 def _hca_range(hcas: tuple[str, ...]) -> str:
+    """``mlx5_0..7`` for a run of numbered HCAs, else the names (at most MAX_HCAS of them).
+
+    The run is checked by counting, never by building it: a log may name ``mlx5_100000000``."""
     names = sorted({h.split(":")[0] for h in hcas})
     stems = {n.rstrip("0123456789") for n in names}
     if len(names) > 2 and len(stems) == 1:
-        numbers = sorted(int(n[len(next(iter(stems))):] or 0) for n in names)
-        if numbers == list(range(numbers[0], numbers[-1] + 1)):
-            return f"{names[0]}..{numbers[-1]}"
-    return ", ".join(names)
+        stem = next(iter(stems))
+        digits = [n[len(stem):] for n in names]
+        if all(0 < len(d) <= 9 for d in digits):  # an index NCCL could print; longer ones are names
+            numbers = sorted(int(d) for d in digits)
+            if numbers[-1] - numbers[0] + 1 == len(numbers):
+                return f"{stem}{numbers[0]}..{numbers[-1]}"
+    shown = ", ".join(names[:MAX_HCAS])
+    return shown + (f" and {len(names) - MAX_HCAS} more" if len(names) > MAX_HCAS else "")
 
 
 def _where(ev: Evidence | None) -> str:
     return f"{ev.file}:{ev.line}" if ev else "-"
 
 
+def _long(count: int) -> str:
+    if not count:
+        return ""
+    return f", {count} line{'s' if count != 1 else ''} over {LINE_LIMIT} bytes read by their two ends only"
+
+
 def _inputs(analysis: LogAnalysis) -> list[str]:
-    rows = [f"  {i.name}: {i.lines} lines, {i.nccl_lines} NCCL lines" for i in analysis.inputs]
+    rows = [f"  {i.name}: {i.lines} lines, {i.nccl_lines} NCCL lines{_long(i.long_lines)}"
+            for i in analysis.inputs]
     return ["Inputs", *rows, ""]
 
 

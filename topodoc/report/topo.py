@@ -7,6 +7,7 @@ from typing import Any
 
 from topodoc.codec import to_data
 from topodoc.model import ConnectionMatrix
+from topodoc.topology.nccl_policy import p2p_default
 from topodoc.topology.reading import PCIE_ORDER, PairLink, Reading
 
 _STYLE = {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red", "OK": "green"}
@@ -31,7 +32,7 @@ def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = Fal
     for warning in matrix.warnings:
         text.print(f"[bold yellow]warning:[/bold yellow] {warning}")
     wide.print(table)
-    for line in reading_lines(reading):
+    for line in reading_lines(reading, matrix.p2p_mode):
         text.print(line, soft_wrap=not color)  # piped or saved: one reading per line, grep-able
     return buffer.getvalue()
 
@@ -75,10 +76,10 @@ def _styled(cell: str | None) -> str:
     return f"[{style}]{cell}[/{style}]" if style else cell
 
 
-def reading_lines(reading: Reading) -> list[str]:
-    """The plain-language reading, one rich-markup line per item."""
+def reading_lines(reading: Reading, p2p_mode: str | None = None) -> list[str]:
+    """The plain-language reading, one rich-markup line per item (``p2p_mode``: the ``-p2p`` letter)."""
     if reading.kind == "p2p":
-        return _p2p_lines(reading)
+        return _p2p_lines(reading, p2p_mode)
     lines = ["", "[bold]NVLink[/bold]", *_nvlink_lines(reading)]
     lines += ["", "[bold]PCIe paths between GPUs[/bold]", *_pcie_lines(reading)]
     if reading.nearest_nics:
@@ -128,11 +129,19 @@ def _pcie_lines(reading: Reading) -> list[str]:
     if reading.host_bridge_pairs:
         lines.append(
             f"  Through a host bridge only (PHB/NODE): {_pair_list(reading.host_bridge_pairs)}. "
-            "NCCL's default P2P level (PXB) excludes these pairs unless NCCL_P2P_LEVEL is raised."
+            + _p2p_default(len(reading.gpus))
         )
     if reading.pcie_switch_pairs:
         lines.append(f"  Through PCIe switches only (PIX/PXB): {_pair_list(reading.pcie_switch_pairs)}")
     return lines or ["  Every GPU pair is on NVLink; no pair depends on PCIe alone."]
+
+
+def _p2p_default(gpus: int) -> str:
+    """What NCCL's default P2P level means for PHB/NODE pairs; a matrix does not say which CPU it is."""
+    default, why = p2p_default(None, gpus)
+    if default is None:
+        return why[0].upper() + why[1:] + ": NCCL_P2P_LEVEL=PHB (or SYS) decides it explicitly."
+    return f"{why[0].upper() + why[1:]}, which excludes these pairs unless NCCL_P2P_LEVEL is raised."
 
 
 def _pair_list(pairs: tuple[PairLink, ...]) -> str:
@@ -165,12 +174,31 @@ def _affinity_lines(reading: Reading) -> list[str]:
     return lines
 
 
-def _p2p_lines(reading: Reading) -> list[str]:
+P2P_MODE_TOPIC = {"r": "P2P reads", "w": "P2P writes", "p": "PCIe P2P", "n": "NVLink", "a": "P2P atomics"}
+
+
+def _p2p_heading(mode: str | None) -> str:
+    """What a status other than OK means in this ``-p2p`` matrix: only r/w/p speak of P2P itself."""
+    if mode in ("r", "w", "p"):
+        return (f"[bold]Pairs without {P2P_MODE_TOPIC[mode]}[/bold] (NCCL's P2P transport is unavailable "
+                "between them, so it copies through host memory (SHM)):")
+    if mode == "n":
+        return ("[bold]Pairs without NVLink[/bold] (NS here means no NVLink between the pair, not no P2P: "
+                "PCIe P2P may still work; `nvidia-smi topo -p2p r` tells):")
+    if mode == "a":
+        return ("[bold]Pairs without P2P atomics[/bold] (NS here means no atomics, not no P2P reads or "
+                "writes; `nvidia-smi topo -p2p r` tells):")
+    return ("[bold]Pairs whose status is not OK[/bold] (which capability depends on the -p2p mode, not "
+            "pasted: r/w/p mean P2P itself, n NVLink, a atomics):")
+
+
+def _p2p_lines(reading: Reading, mode: str | None = None) -> list[str]:
     if not reading.p2p_blocked:
-        return ["", "Every GPU pair reports OK: peer-to-peer access is available between all GPUs."]
+        topic = P2P_MODE_TOPIC.get(mode or "", "peer-to-peer access")
+        return ["", f"Every GPU pair reports OK: {topic} is available between all GPUs."]
     meaning = {"CNS": "chipset not supported", "GNS": "GPU not supported", "TNS": "topology not supported",
                "NS": "not supported", "DR": "disabled by regkey", "U": "unknown"}
-    lines = ["", "[bold]Pairs without peer-to-peer[/bold] (NCCL falls back to copies through host memory):"]
+    lines = ["", _p2p_heading(mode)]
     for pair in reading.p2p_blocked:
         lines.append(f"  {pair.a}-{pair.b}: {pair.link} ({meaning.get(pair.link, 'as printed')})")
     return lines

@@ -1,6 +1,7 @@
 """nccl-tests rules: measured busbw against the bandwidth model, wrong results, and runs cut short.
 
-``topodoc diagnose --nccl-tests FILE`` hands the rules an :class:`NcclTestsInput`: the parsed run, the
+``topodoc diagnose --nccl-tests FILE`` hands the rules an :class:`NcclTestsInput` (built by
+:func:`topodoc.facts.nccl_tests_input`; rules import no parser): the parsed run, the
 file it came from (evidence is ``file:line``), and the :func:`~topodoc.bandwidth.compare.compare_run`
 comparisons against this machine's bandwidth model (``None`` without hardware). The busbw rule names the
 likely limiter from what the model cannot see: the transport, GPUDirect RDMA and environment overrides
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from topodoc.bandwidth.compare import Comparison
 from topodoc.model import NcclTestsRow, NcclTestsRun, Snapshot
-from topodoc.rules.engine import Evidence, Facts, Hit, MissingFacts, Severity, rule
+from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
 from topodoc.rules.limiters import likely_causes
 
 JUDGED_BYTES = 128 * 2**20  # below this busbw is latency-bound: too early to judge bandwidth
@@ -37,56 +38,10 @@ class NcclTestsInput:
     stop_line: tuple[int, str] | None = None  # the first unknown line after the last row ("CANCELLED ...")
 
 
-def nccl_tests_input(path: str, text: str, snapshot: Snapshot | None = None, topology=None) -> NcclTestsInput:
-    """Parse ``text`` (raises ``NcclTestsParseError``) and compare it with ``snapshot``'s bandwidth model."""
-    from topodoc.parsers.nccl_tests import parse
-
-    run = parse(text)
-    comparisons, reason = _comparisons(run, snapshot, topology)
-    footer, failures = _marker_lines(text, run)
-    return NcclTestsInput(path, run, comparisons, reason, footer, failures, _stop_line(text, run))
-
-
-def _comparisons(run: NcclTestsRun, snapshot: Snapshot | None, topology) -> tuple[tuple | None, str]:
-    if snapshot is None:
-        return None, "no hardware snapshot to compare with (give --from REC, or run on the machine)"
-    from topodoc.bandwidth.compare import compare_run
-    from topodoc.bandwidth.model import build
-
-    try:
-        if topology is None:
-            from topodoc.topology import derive
-
-            topology = derive(snapshot)
-        return compare_run(run, build(topology, snapshot)), ""
-    except Exception as err:  # a model bug must not hide the wrong-results and truncation rules
-        return None, f"the bandwidth model could not be built ({type(err).__name__}: {err})"
-
-
-def _marker_lines(text: str, run: NcclTestsRun) -> tuple[int | None, tuple[int, ...]]:
-    """Line numbers of the first run's footer and of its failure lines (the parser keeps only the text)."""
-    first_row = run.rows[0].line if run.rows else 0
-    footer, failures = None, []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if number < first_row:
-            continue
-        if footer is None and "Avg bus bandwidth" in line:
-            footer = number
-        if any(f and f in line for f in run.failures):
-            failures.append(number)
-    return footer, tuple(failures)
-
-
-def _stop_line(text: str, run: NcclTestsRun) -> tuple[int, str] | None:
-    last_row = max((r.line for r in run.rows), default=0)
-    after = [n for n in run.unparsed_lines if n > last_row]
-    return (after[0], text.splitlines()[after[0] - 1].strip()) if after else None
-
-
-def _input(facts: Facts) -> NcclTestsInput:
-    if not isinstance(facts.nccl_tests, NcclTestsInput):
+def _input(nccl_tests) -> NcclTestsInput:
+    if not isinstance(nccl_tests, NcclTestsInput):
         raise MissingFacts("diagnose passed nccl-tests comparisons without the run (needs NcclTestsInput)")
-    return facts.nccl_tests
+    return nccl_tests
 
 
 def _subject(run: NcclTestsRun) -> str:
@@ -134,20 +89,17 @@ def _judged(data: NcclTestsInput) -> tuple[Comparison, ...]:
 
 
 @rule(
-    id="nccl-tests-busbw-below-expected",
+    "nccl-tests-busbw-below-expected", "warning", ("bandwidth", "nccl-tests", "performance"),
     title="nccl-tests bus bandwidth below what this machine's links should deliver",
-    severity="warning",
-    tags=("bandwidth", "nccl-tests", "performance"),
-    needs=("nccl_tests", "snapshot"),
     fix="run with NCCL_DEBUG=INFO and check the transport (Socket, SHM instead of P2P), GPUDirect RDMA, "
     "NCCL_ALGO/NCCL_PROTO/NCCL_NVLS_ENABLE overrides, PCIe links trained down and NIC port rates",
 )
-def busbw_below_expected(facts: Facts) -> Iterator[Hit]:
-    data = _input(facts)
+def busbw_below_expected(nccl_tests: NcclTestsInput, snapshot: Snapshot, logs=None) -> Iterator[Hit]:
+    data = _input(nccl_tests)
     best = max(_judged(data), key=lambda c: c.percent)
     if best.verdict not in ("below", "far-below"):
         return
-    causes = likely_causes(facts.snapshot, facts.logs, data.run, best)
+    causes = likely_causes(snapshot, logs, data.run, best)
     lead = causes[0]
     also = [c.limiter for c in causes[1:]]
     yield Hit(
@@ -159,7 +111,7 @@ def busbw_below_expected(facts: Facts) -> Iterator[Hit]:
         evidence=_busbw_evidence(data, best) + tuple(ev for c in causes for ev in c.evidence),
         fix="; ".join(dict.fromkeys(c.fix for c in causes)),
         severity=Severity.ERROR if best.verdict == "far-below" else Severity.WARNING,
-        confidence=_confidence(data, facts.snapshot, best),
+        confidence=_confidence(data, snapshot, best),
     )
 
 
@@ -192,16 +144,13 @@ def _model_name(name: str) -> str:
 
 
 @rule(
-    id="nccl-tests-wrong-results",
+    "nccl-tests-wrong-results", "error", ("nccl-tests", "hardware", "correctness"),
     title="nccl-tests found wrong results (data corruption)",
-    severity="error",
-    tags=("nccl-tests", "hardware", "correctness"),
-    needs=("nccl_tests",),
     fix="rerun with -c 1 on each GPU subset to isolate the bad GPU or link; check `nvidia-smi -q -d ECC`, "
     "`dmesg | grep -i xid` and `nvidia-smi nvlink -e`; try NCCL_PROTO=Simple to rule out LL/LL128",
 )
-def wrong_results(facts: Facts) -> Iterator[Hit]:
-    data = _input(facts)
+def wrong_results(nccl_tests: NcclTestsInput) -> Iterator[Hit]:
+    data = _input(nccl_tests)
     run = data.run
     bad = [row for row in run.rows if _wrong(row)] if run.wrong_column == "#wrong" else []
     if not bad and not run.out_of_bounds:
@@ -230,16 +179,13 @@ def _wrong(row: NcclTestsRow) -> int:
 
 
 @rule(
-    id="nccl-tests-truncated",
+    "nccl-tests-truncated", "error", ("nccl-tests", "reliability"),
     title="nccl-tests run ended early (crash, hang or time limit)",
-    severity="error",
-    tags=("nccl-tests", "reliability"),
-    needs=("nccl_tests",),
     fix="rerun the failing size alone (-b SIZE -e SIZE) with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and "
     "read the WARN lines (topodoc logs); check GPU memory for large sizes and `dmesg` for Xid errors",
 )
-def truncated(facts: Facts) -> Iterator[Hit]:
-    data = _input(facts)
+def truncated(nccl_tests: NcclTestsInput) -> Iterator[Hit]:
+    data = _input(nccl_tests)
     run = data.run
     if run.complete and not run.failures:
         return

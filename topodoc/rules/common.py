@@ -1,45 +1,13 @@
-"""What the rule modules share: declarators that hand a check the facts it needs, and evidence builders.
-
-``@snapshot_rule(...)`` declares a rule whose check reads the :class:`~topodoc.model.Snapshot`,
-``@log_rule(...)`` one that reads the :class:`~topodoc.logmodel.LogAnalysis`, and ``@joined_rule(...)``
-one that reads both (snapshot first); each is :func:`topodoc.rules.engine.rule` with ``needs`` implied.
-"""
+"""What the rule modules share: evidence builders. Rules are declared with
+:func:`topodoc.rules.engine.rule` (the facts a check reads are its parameter names)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from topodoc.rules.engine import Evidence, Facts, Hit, Rule, rule
+from topodoc.rules.engine import Evidence
 from topodoc.rules.machine import sysfs
-
-Declarator = Callable[[Callable[..., Iterable[Hit]]], Rule]
-
-
-def declare(needs: tuple[str, ...], id: str, severity: str, tags: tuple[str, ...], title: str, fix: str):
-    """A ``rule`` whose check takes the facts named in ``needs`` as arguments, in that order."""
-
-    def wrap(check: Callable[..., Iterable[Hit]]) -> Rule:
-        @functools.wraps(check)
-        def read(facts: Facts) -> Iterable[Hit]:
-            return check(*(getattr(facts, name) for name in needs))
-
-        return rule(id, title, severity, tags, needs, fix)(read)
-
-    return wrap
-
-
-def snapshot_rule(id: str, severity: str, tags: tuple[str, ...], title: str, fix: str) -> Declarator:
-    return declare(("snapshot",), id, severity, tags, title, fix)
-
-
-def log_rule(id: str, severity: str, tags: tuple[str, ...], title: str, fix: str) -> Declarator:
-    return declare(("logs",), id, severity, tags, title, fix)
-
-
-def joined_rule(id: str, severity: str, tags: tuple[str, ...], title: str, fix: str) -> Declarator:
-    return declare(("snapshot", "logs"), id, severity, tags, title, fix)
 
 
 def sysfs_evidence(address: str, attr: str, value: str) -> Evidence:

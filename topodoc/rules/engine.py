@@ -1,7 +1,7 @@
 """The rule engine: rule declarations, the facts they read, and the results they produce.
 
-A rule is a small check function wrapped by :func:`rule` with a stable kebab-case id, a title, a
-severity, tags, the facts it needs and a one-line fix; its explanation lives in
+A rule is a small check function wrapped by :func:`rule` with a stable kebab-case id, a severity, tags,
+a title and a one-line fix; the facts it needs are its parameter names; its explanation lives in
 ``topodoc/rules/docs/<id>.md``. A check reads :class:`Facts` (never the machine) and yields
 :class:`Hit` objects; :func:`evaluate` turns them into :class:`Finding` results, reports a rule whose
 facts are absent as :class:`Skipped`, and turns an exception inside a rule into an
@@ -10,6 +10,9 @@ facts are absent as :class:`Skipped`, and turns an exception inside a rule into 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -132,22 +135,32 @@ class Rule:
         return DOCS_DIR / f"{self.id}.md"
 
 
-def rule(
-    id: str, title: str, severity: str, tags: tuple[str, ...], needs: tuple[str, ...], fix: str
-) -> Callable[[Check], Rule]:
-    """Declare a rule: ``@rule(id=..., ...)`` on a check function ``(facts) -> Iterable[Hit]``."""
-    unknown = set(needs) - set(NEEDS)
-    if unknown:
-        raise ValueError(f"rule {id}: unknown needs {sorted(unknown)}")
+def rule(id: str, severity: str, tags: tuple[str, ...], *, title: str, fix: str) -> Callable[..., Rule]:
+    """Declare a rule, the one way: ``@rule("gpu-lost", "critical", ("gpu",), title=..., fix=...)`` on a
+    check whose parameters are named after the facts it reads (``snapshot``, ``topology``, ``logs``,
+    ``nccl_tests``). A parameter without a default is needed (the rule is skipped without it); one with a
+    default (``logs=None``) is read when present."""
 
-    def wrap(check: Check) -> Rule:
-        return Rule(id, title, Severity(severity), tuple(tags), tuple(needs), fix, check)
+    def wrap(check: Callable[..., Iterable[Hit]]) -> Rule:
+        params = list(inspect.signature(check).parameters.values())
+        names = tuple(p.name for p in params if p.name in NEEDS)
+        needs = tuple(p.name for p in params if p.name in NEEDS and p.default is p.empty)
+        unknown = [p.name for p in params if p.name not in NEEDS and p.default is p.empty]
+        if unknown or not needs:
+            raise ValueError(f"rule {id}: parameters must name facts ({', '.join(NEEDS)}), got {unknown}")
+
+        @functools.wraps(check)
+        def read(facts: Facts) -> Iterable[Hit]:
+            return check(**{name: getattr(facts, name) for name in names})
+
+        return Rule(id, title, Severity(severity), tuple(tags), needs, fix, read)
 
     return wrap
 
 
 def evaluate(facts: Facts, rules: Iterable[Rule]) -> Report:
     """Run every rule over ``facts``; never raises because of a rule."""
+    facts = with_topology(facts)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     errors: list[InternalError] = []
@@ -169,6 +182,19 @@ def evaluate(facts: Facts, rules: Iterable[Rule]) -> Report:
         findings.extend(_finding(item, hit) for hit in hits)
     findings.sort(key=lambda f: (-f.severity.rank, -f.confidence, f.rule, f.subject))
     return Report(tuple(findings), tuple(skipped), tuple(errors), count)
+
+
+def with_topology(facts: Facts) -> Facts:
+    """``facts`` with the snapshot's derived topology filled in when it was left out; a derivation that
+    fails leaves it out (the rules that need it are then skipped, the others still run)."""
+    if facts.snapshot is None or facts.topology is not None:
+        return facts
+    from topodoc.topology import derive
+
+    try:
+        return dataclasses.replace(facts, topology=derive(facts.snapshot))
+    except Exception:  # diagnose reports the derivation error itself
+        return facts
 
 
 def _finding(item: Rule, hit: Hit) -> Finding:

@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.logmodel import EnvSetting, LogAnalysis
 from topodoc.model import Snapshot
-from topodoc.rules.common import path_evidence, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity
-from topodoc.rules.machine import (
-    VERBS_KINDS,
-    RailPair,
-    ancestors,
-    gpu_combinations,
-    gpu_name,
-    nvlinked,
-    path_rank,
-    pci_class,
-    rail_names,
-    rail_pairs,
-    rdma_nics,
-)
+from topodoc.rules.common import log_line, path_evidence, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
+from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
+from topodoc.topology import Topology, nccl_policy, rails
+from topodoc.topology.rails import RailPair, rail_names, rail_pairs
+from topodoc.topology.vocab import SMI_LEVELS, level_rank
 
 ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -33,7 +25,7 @@ def acs_text(value: int) -> str:
     )
 
 
-@snapshot_rule(
+@rule(
     "gdr-prereq-missing", "error", ("gdr", "rdma", "kernel"),
     title="GPUDirect RDMA prerequisites missing (no peermem, no DMA-BUF)",
     fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use the open GPU "
@@ -64,46 +56,71 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
     )
 
 
-@snapshot_rule(
+@rule(
     "gpu-nic-far", "warning", ("gdr", "rdma", "topology"),
     title="A GPU's nearest RDMA NIC is farther than PXB (GPUDirect RDMA off by default)",
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
 )
-def gpu_nic_far(snapshot: Snapshot) -> Iterator[Hit]:
-    pairs = rail_pairs(snapshot)
-    far = [pair for pair in pairs if path_rank(pair.path) > path_rank("PXB")]
-    for path in ("PHB", "NODE", "SYS"):
+def gpu_nic_far(snapshot: Snapshot, topology: Topology, logs: LogAnalysis | None = None) -> Iterator[Hit]:
+    pairs = rail_pairs(topology)
+    limit, override = _gdr_limit(logs)
+    c2c_ok = nccl_policy.gdr_c2c(logs.summary.nccl_version if logs else None, _env(logs))
+    # a Grace GPU reaching its NIC over NVLink-C2C (P2C) keeps GPUDirect RDMA unless NCCL is known to
+    # lack or disable NCCL_NET_GDR_C2C (default on from 2.27)
+    far = [pair for pair in pairs if not nccl_policy.within(pair.path, limit)
+           and not (pair.conn.nccl == "P2C" and c2c_ok is not False)]
+    for path in SMI_LEVELS:
         group = [pair for pair in far if pair.path == path]
         if group:
-            alternatives = _shared_alternatives(snapshot, group, pairs)
-            yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives)
+            alternatives = _shared_alternatives(topology, group, pairs)
+            yield _far_hit(group, path, bool(snapshot.host.virtualized), alternatives, override)
 
 
-def _shared_alternatives(snapshot: Snapshot, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
+def _env(logs: LogAnalysis | None) -> dict[str, str]:
+    return {s.name: s.value for s in logs.env} if logs is not None else {}
+
+
+def _gdr_limit(logs: LogAnalysis | None) -> tuple[str, EnvSetting | None]:
+    """The GPU-NIC path type up to which NCCL uses GPUDirect RDMA: an NCCL_NET_GDR_LEVEL (or its old name
+    NCCL_IB_GDR_LEVEL) the log shows, else NCCL's default PXB."""
+    for setting in logs.env if logs is not None else ():
+        found = nccl_policy.level(setting.value)
+        if setting.name in ("NCCL_NET_GDR_LEVEL", "NCCL_IB_GDR_LEVEL") and found:
+            return found, setting
+    return nccl_policy.GDR_DEFAULT, None
+
+
+def _shared_alternatives(topology: Topology, group: list[RailPair], pairs: list[RailPair]) -> list[str]:
     """For GPUs whose own rail NIC is far: a NIC within PXB that another GPU's rail already uses."""
-    owner = {p.nic.name: gpu_name(p.gpu) for p in pairs}
+    owner = {p.nic.name: p.gpu.name for p in pairs}
     notes = []
     for pair in group:
-        near = [n for n in rdma_nics(snapshot)
-                if n.name != pair.nic.name and _within_pxb(snapshot, pair.gpu.pci_address, n.pci_address)]
+        near = [n for n in rails.rdma_nics(topology)
+                if n.name != pair.nic.name and _within_pxb(topology, pair.gpu.name, n.name)]
         if near:
             shared = f", shared with {owner[near[0].name]}" if near[0].name in owner else ""
-            notes.append(f"{gpu_name(pair.gpu)} can reach {near[0].name} within PXB{shared}")
+            notes.append(f"{pair.gpu.name} can reach {near[0].device} within PXB{shared}")
     return notes
 
 
-def _within_pxb(snapshot: Snapshot, a: str | None, b: str | None) -> bool:
-    return path_rank(pci_class(snapshot, a, b) or "SYS") <= path_rank("PXB")
+def _within_pxb(topology: Topology, gpu: str, nic: str) -> bool:
+    conn = topology.connection(gpu, nic)
+    return conn is not None and level_rank(conn.pci_level or "SYS") <= level_rank("PXB")
 
 
-def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str]) -> Hit:
+def _far_hit(group: list[RailPair], path: str, virtualized: bool, alternatives: list[str],
+             override: EnvSetting | None) -> Hit:
     names = rail_names(group)
     evidence = tuple(path_evidence(p.gpu.pci_address, p.nic.pci_address, path) for p in group[:4])
+    level = (f"the log's {override.name}={override.value}" if override is not None
+             else "NCCL's default NCCL_NET_GDR_LEVEL=PXB")
+    if override is not None:
+        evidence += (log_line(override.evidence),)
     message = (
-        f"{len(group)} GPU(s) reach their own rail NIC only through {path}: NCCL's default "
-        "NCCL_NET_GDR_LEVEL=PXB turns GPUDirect RDMA off on that path, so network traffic through it is "
-        "staged through host memory (lower bandwidth, more CPU and PCIe load)"
+        f"{len(group)} GPU(s) reach their own rail NIC only through {path}: {level} turns GPUDirect RDMA "
+        "off on that path, so network traffic through it is staged through host memory (lower bandwidth, "
+        "more CPU and PCIe load)"
     )
     if alternatives:
         message += (f"; {'; '.join(alternatives)}: NCCL may pick that NIC instead, halving each GPU's "
@@ -131,24 +148,35 @@ def _between(snapshot: Snapshot, a: str | None, b: str | None) -> list[str]:
     return up_a[: up_a.index(common)] + up_b[: up_b.index(common)]
 
 
-def _on_path_bridges(snapshot: Snapshot) -> set[str]:
-    """Bridges on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
-    pairs = [(a, b) for a, b in gpu_combinations(snapshot) if not nvlinked(snapshot, a, b)]
-    ends = [(a.pci_address, b.pci_address) for a, b in pairs]
-    ends += [(gpu.pci_address, nic.pci_address) for gpu in snapshot.gpus for nic in rdma_nics(snapshot)]
-    return {bridge for a, b in ends for bridge in _between(snapshot, a, b)}
+# ACS P2P Request/Completion Redirect is implemented by root ports and switch downstream ports (PCIe Base
+# spec, ACS Extended Capability; linux drivers/pci/pci.c pci_acs_enabled); a switch upstream port has no
+# ACS capability at all, so its absent ACS control is not an unreadable one.
+NO_ACS_PORTS = ("upstream",)
 
 
-@snapshot_rule(
+def _on_path_bridges(snapshot: Snapshot, topology: Topology) -> set[str]:
+    """Bridges that could redirect P2P on a GPU-GPU path not covered by NVLink, or on a GPU-NIC path."""
+    return {b for b in _bridges_between(snapshot, topology) if snapshot.pci[b].port_type not in NO_ACS_PORTS}
+
+
+def _bridges_between(snapshot: Snapshot, topology: Topology) -> set[str]:
+    address = {end.name: end.pci_address for end in (*topology.gpus, *topology.nics)}
+    rdma = {nic.name for nic in rails.rdma_nics(topology)}
+    conns = [c for c in topology.gpu_pairs if not c.nvlinks]
+    conns += [c for c in topology.gpu_nic if c.b in rdma]
+    return {bridge for c in conns for bridge in _between(snapshot, address[c.a], address[c.b])}
+
+
+@rule(
     "acs-on-p2p-path", "error", ("pcie", "acs", "gdr", "p2p"),
     title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
     fix="disable ACS in the BIOS, or at runtime clear only ReqRedir and CmpltRedir on each listed bridge: "
     "`sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000:000c` (bare metal only)",
 )
-def acs_on_p2p_path(snapshot: Snapshot) -> Iterator[Hit]:
-    on_path = sorted(_on_path_bridges(snapshot))
+def acs_on_p2p_path(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    on_path = sorted(_on_path_bridges(snapshot, topology))
     unreadable = [addr for addr in on_path if snapshot.pci[addr].acs_ctrl is None]
-    enabled = acs_redirect_bridges(snapshot)
+    enabled = acs_redirect_bridges(snapshot, topology)
     if not enabled and unreadable:
         raise MissingFacts(f"ACS control is unreadable on {len(unreadable)} on-path bridge(s) (needs root)")
     if not enabled:
@@ -175,9 +203,9 @@ def acs_off_commands(bridges: list[str], source: str = "live") -> str:
     return f"on the machine recorded in {source} (the PCI addresses are that machine's): {commands}"
 
 
-def acs_redirect_bridges(snapshot: Snapshot) -> list[str]:
+def acs_redirect_bridges(snapshot: Snapshot, topology: Topology) -> list[str]:
     """Bridges on a GPU-GPU or GPU-NIC P2P path whose ACS control redirects P2P to the root complex."""
-    on_path = sorted(_on_path_bridges(snapshot))
+    on_path = sorted(_on_path_bridges(snapshot, topology))
     return [addr for addr in on_path if (snapshot.pci[addr].acs_ctrl or 0) & ACS_REDIRECT]
 
 
@@ -203,7 +231,7 @@ def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...], sourc
     )
 
 
-@snapshot_rule(
+@rule(
     "iommu-translated", "warning", ("iommu", "kernel", "gdr", "p2p"),
     title="IOMMU in translation mode on bare metal",
     fix="boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt), or disable the IOMMU",

@@ -12,22 +12,15 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
-from topodoc.parsers.nccl_log_errors import completion_status
-from topodoc.rules.common import joined_rule, kept_lines, log_line, shortlist, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.parsers.nccl_log.errors import completion_status
+from topodoc.rules.common import kept_lines, log_line, shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text
-from topodoc.rules.machine import (
-    RailPair,
-    gpu_name,
-    nvlinked,
-    path_rank,
-    pci_class,
-    port_active,
-    rail_pairs,
-    rdma_nics,
-    verbs_ports,
-)
+from topodoc.rules.machine import gpu_name, gpu_nic, nvlinked, port_active, rdma_nics, verbs_ports
 from topodoc.rules.nccl import RDMA_TRANSPORTS
+from topodoc.topology import Topology
+from topodoc.topology.rails import RailPair, rail_pairs
+from topodoc.topology.vocab import level_rank
 
 
 def _ev(item) -> tuple[Evidence, ...]:
@@ -58,15 +51,15 @@ def _nic_names(logs: LogAnalysis, host: str | None) -> dict[int, str]:
     return names
 
 
-@joined_rule(
+@rule(
     "rail-mismatch", "warning", ("rdma", "topology", "log", "joined"),
     title="NCCL used a NIC that is not the nearest to the GPU",
     fix="let NCCL see the real topology (no NCCL_IB_HCA reordering, NCCL_CROSS_NIC=0/2, a correct "
     "NCCL_TOPO_FILE in VMs) so each GPU uses the NIC on its own PCIe switch",
 )
-def rail_mismatch(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
+def rail_mismatch(snapshot: Snapshot, topology: Topology, logs: LogAnalysis) -> Iterator[Hit]:
     nics = {nic.name: nic for nic in rdma_nics(snapshot)}
-    best = {pair.gpu.index: pair for pair in rail_pairs(snapshot)}
+    best = {pair.gpu.index: pair for pair in rail_pairs(topology)}
     ranks, confidence = _local_ranks(snapshot, logs)
     reported: set[tuple[int, str]] = set()
     for rank in ranks:
@@ -74,8 +67,9 @@ def rail_mismatch(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
         if gpu is None or gpu.index not in best:
             continue
         for conn, used in _nics_used(logs, rank, nics):
-            path = pci_class(snapshot, gpu.pci_address, used.pci_address) or "SYS"
-            if (gpu.index, used.name) not in reported and path_rank(path) > path_rank(best[gpu.index].path):
+            conn_used = gpu_nic(topology, gpu, used.name)
+            path = (conn_used.pci_level if conn_used else None) or "SYS"
+            if (gpu.index, used.name) not in reported and level_rank(path) > level_rank(best[gpu.index].path):
                 reported.add((gpu.index, used.name))
                 yield _off_rail(rank, gpu, conn, used, path, best[gpu.index], confidence)
 
@@ -97,21 +91,26 @@ def _off_rail(
 ) -> Hit:
     return Hit(
         subject=f"rank {rank.rank} ({gpu_name(gpu)})",
-        message=f"rank {rank.rank} on {gpu_name(gpu)} sends over {used.name} ({path} away) although "
-        f"{best.nic.name} is {best.path}: traffic crosses the PCIe/socket fabric and leaves the rail it "
+        message=f"rank {rank.rank} on {gpu_name(gpu)} {_verb(conn)} over {used.name} ({path} away) although "
+        f"{best.nic.device} is {best.path}: traffic crosses the PCIe/socket fabric and leaves the rail it "
         "should use",
         evidence=_ev(conn) + _ev(rank),
         confidence=confidence,
     )
 
 
-@joined_rule(
+def _verb(conn: Connection) -> str:
+    """What the connection line says the rank does over the NIC: ``[send]`` or ``[receive]``."""
+    return {"send": "sends", "receive": "receives"}.get(conn.direction or "", "sends or receives")
+
+
+@rule(
     "p2p-over-pcie-despite-nvlink", "warning", ("nvlink", "p2p", "log", "joined"),
     title="Intra-node traffic between NVLink-connected GPUs went through SHM or the network",
     fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and check that the job sees all GPUs of the NVLink domain "
     "(CUDA_VISIBLE_DEVICES, container device list)",
 )
-def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
+def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, topology: Topology, logs: LogAnalysis) -> Iterator[Hit]:
     ranks, confidence = _local_ranks(snapshot, logs)
     by_rank = {(r.host, r.rank): r for r in ranks}
     for conn in logs.connections:
@@ -120,7 +119,7 @@ def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, logs: LogAnalysis) -> Itera
         mine, peer = by_rank.get((conn.host, conn.rank)), by_rank.get((conn.host, conn.peer))
         gpu_a = _gpu_of(snapshot, mine) if mine else None
         gpu_b = _gpu_of(snapshot, peer) if peer else None
-        if gpu_a and gpu_b and gpu_a.index != gpu_b.index and nvlinked(snapshot, gpu_a, gpu_b):
+        if gpu_a and gpu_b and gpu_a.index != gpu_b.index and nvlinked(topology, gpu_a, gpu_b):
             yield Hit(
                 subject=f"ranks {conn.rank}-{conn.peer} ({gpu_name(gpu_a)}-{gpu_name(gpu_b)})",
                 message=f"ranks on NVLink-connected {gpu_name(gpu_a)} and {gpu_name(gpu_b)} talk "
@@ -133,7 +132,7 @@ def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, logs: LogAnalysis) -> Itera
             return
 
 
-@joined_rule(
+@rule(
     "socket-despite-active-ib", "error", ("rdma", "network", "log", "joined"),
     title="NCCL used sockets while the machine has ACTIVE RDMA ports",
     fix="check why NCCL skipped the HCAs: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA filters, a missing "
@@ -153,22 +152,22 @@ def socket_despite_active_ib(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[
         )
 
 
-@joined_rule(
+@rule(
     "gdr-unused-but-possible", "warning", ("gdr", "rdma", "log", "joined"),
     title="GPUDirect RDMA unused although the hardware and kernel allow it",
     fix="look for NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ overrides or a plugin without GDR support; check "
     "that the container sees nvidia-peermem or DMA-BUF",
 )
-def gdr_unused_but_possible(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
+def gdr_unused_but_possible(snapshot: Snapshot, topology: Topology, logs: LogAnalysis) -> Iterator[Hit]:
     if logs.summary.gdr is not False or logs.summary.transport not in RDMA_TRANSPORTS:
         return
     if logs.summary.gdr_mode == "asymmetric":
         return  # GDR is used on some nodes: the asymmetric-GDR log rule names the node without it
     kernel = snapshot.kernel
-    pairs = rail_pairs(snapshot)
+    pairs = rail_pairs(topology)
     if not (kernel.peermem_module or kernel.dmabuf_supported) or not pairs:
         return
-    if all(path_rank(p.path) <= path_rank("PXB") for p in pairs):
+    if all(level_rank(p.path) <= level_rank("PXB") for p in pairs):
         overrides = [s for s in logs.env if s.name.startswith("NCCL_NET_GDR")]
         yield Hit(
             subject="job",
@@ -205,18 +204,18 @@ def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
 
 
 
-@joined_rule(
+@rule(
     "ib-local-protection-cause", "error", ("gdr", "rdma", "pcie", "log", "joined"),
     title="IB local protection errors in the log, explained by this machine",
     fix="remove the cause named in the finding (ACS redirect, IOMMU translation, missing peer memory), "
     "then rerun",
 )
-def ib_local_protection_cause(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[Hit]:
+def ib_local_protection_cause(snapshot: Snapshot, topology: Topology, logs: LogAnalysis) -> Iterator[Hit]:
     errors = [e for e in logs.errors
               if e.category == "ib_completion_error" and completion_status(e.text) == 4]
     if not errors:
         return
-    causes = _protection_causes(snapshot)
+    causes = _protection_causes(snapshot, topology)
     if causes:
         message, evidence, fix = zip(*causes, strict=True)
         yield Hit(
@@ -228,10 +227,10 @@ def ib_local_protection_cause(snapshot: Snapshot, logs: LogAnalysis) -> Iterator
         )
 
 
-def _protection_causes(snapshot: Snapshot) -> list[tuple[str, tuple[Evidence, ...], str]]:
+def _protection_causes(snapshot: Snapshot, topology: Topology) -> list[tuple[str, tuple[Evidence, ...], str]]:
     """What on this machine makes a NIC's DMA into GPU memory fail (REFERENCE.md §1.14, §5)."""
     causes = []
-    bridges = [] if snapshot.host.virtualized else acs_redirect_bridges(snapshot)
+    bridges = [] if snapshot.host.virtualized else acs_redirect_bridges(snapshot, topology)
     if bridges:
         evidence = tuple(
             sysfs_evidence(a, "config ACS ctrl", acs_text(snapshot.pci[a].acs_ctrl or 0)) for a in bridges[:2]

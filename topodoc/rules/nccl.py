@@ -6,9 +6,9 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
-from topodoc.parsers.nccl_log_errors import LAST_ERROR_NOTE, completion_status
-from topodoc.rules.common import kept_lines, log_line, log_rule
-from topodoc.rules.engine import Evidence, Hit, Rule, Severity
+from topodoc.parsers.nccl_log.errors import LAST_ERROR_NOTE, completion_status
+from topodoc.rules.common import kept_lines, log_line
+from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
 RDMA_TRANSPORTS = ("IB", "RoCE", "EFA", "gIB", "IBext", "Slingshot")
 RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_", "FI_")
@@ -101,7 +101,8 @@ def error_rule(
     id: str, severity: str, tags: tuple[str, ...], title: str, fix: str, categories: tuple[str, ...]
 ) -> Rule:
     """A rule reporting each logged error of ``categories`` with the analyzer's explanation of it."""
-    return log_rule(id, severity, tags, title, fix)(functools.partial(_error_hits, categories=categories))
+    check = functools.partial(_error_hits, categories=categories)
+    return rule(id, severity, tags, title=title, fix=fix)(check)
 
 
 def _summary_evidence(summary: LogSummary, name: str, most: int = 3) -> tuple[Evidence, ...]:
@@ -118,7 +119,7 @@ def _rdma_signals(logs: LogAnalysis) -> list[Evidence]:
     return signals
 
 
-@log_rule(
+@rule(
     "nccl-socket-fallback", "error", ("nccl", "network", "log"),
     title="NCCL fell back to TCP sockets although RDMA was expected",
     fix="make the RDMA path work (drivers, NCCL_IB_HCA, the net plugin's LD_LIBRARY_PATH); never leave "
@@ -196,7 +197,7 @@ EFA_GDR_FIX = (
 )
 
 
-@log_rule(
+@rule(
     "nccl-gdr-not-used", "warning", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA not used on an RDMA network",
     fix="load nvidia-peermem (or enable DMA-BUF), check NCCL_NET_GDR_LEVEL and the GPU-NIC PCIe distance",
@@ -213,7 +214,7 @@ def nccl_gdr_not_used(logs: LogAnalysis) -> Iterator[Hit]:
         )
 
 
-@log_rule(
+@rule(
     "nccl-gdr-asymmetric", "error", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA used on some nodes or directions but not others",
     fix="compare the nodes: the ones without GDR usually lack nvidia-peermem or have ACS/IOMMU on the path",
@@ -246,7 +247,7 @@ nccl_affinity_empty = error_rule(
 )
 
 
-@log_rule(
+@rule(
     "nccl-version-mismatch", "error", ("nccl", "version", "log"),
     title="Ranks run different NCCL versions",
     fix="use one NCCL build on every node (same container image / same torch wheel)",
@@ -265,7 +266,7 @@ def nccl_version_mismatch(logs: LogAnalysis) -> Iterator[Hit]:
         )
 
 
-@log_rule(
+@rule(
     "nccl-env-disables-feature", "warning", ("nccl", "env", "log"),
     title="An environment override switches a NCCL feature off",
     fix="remove the override unless it works around a known problem on this cluster",
@@ -298,7 +299,7 @@ COMPLETION_FIXES = {
 }
 
 
-@log_rule(
+@rule(
     "nccl-ib-completion-error", "error", ("nccl", "ib", "errors", "log"),
     title="InfiniBand/RoCE work completion error",
     fix="find the first failing rank; check the links (ibstat, port counters), ACS/IOMMU, and "
@@ -363,7 +364,7 @@ nccl_remote_error = error_rule(
 )
 
 
-@log_rule(
+@rule(
     "nccl-error", "error", ("nccl", "errors", "log"),
     title="NCCL reported a CUDA, system, usage or internal error",
     fix="read the WARN line above the failure; it names the failing call",

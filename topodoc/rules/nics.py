@@ -6,9 +6,10 @@ from collections.abc import Iterator
 
 from topodoc import pciaddr
 from topodoc.model import Nic, NicPort, Snapshot
-from topodoc.rules.common import snapshot_rule
-from topodoc.rules.engine import Evidence, Hit, Severity
-from topodoc.rules.machine import port_active, rail_nics, rail_pairs, rdma_nics, verbs_ports
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
+from topodoc.rules.machine import port_active, rdma_nics, verbs_ports
+from topodoc.topology import Topology
+from topodoc.topology.rails import rail_nics, rail_pairs
 
 
 def _port_evidence(nic: Nic, port: NicPort, attr: str, value: str) -> Evidence:
@@ -19,22 +20,23 @@ def _port_subject(nic: Nic, port: NicPort) -> str:
     return f"{nic.name} port {port.port}"
 
 
-@snapshot_rule(
+@rule(
     "rails-shared", "info", ("rdma", "topology"),
     title="Fewer RDMA NICs than GPUs: rails are shared",
     fix="for full per-GPU network bandwidth use one NIC (rail) per GPU; otherwise size "
     "expectations accordingly",
 )
-def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
-    nics, gpus = rail_nics(snapshot), snapshot.gpus
+def rails_shared(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    devices = {nic.device for nic in rail_nics(topology)}
+    nics, gpus = [nic for nic in rdma_nics(snapshot) if nic.name in devices], snapshot.gpus
     if not nics or len(nics) >= len(gpus):
         return
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
-    share = f" (about {sum(rates) / len(gpus):g} Gb/s per GPU)" if rates else ""
+    share = f" (about {sum(rates) / len(gpus):.0f} Gb/s per GPU)" if rates else ""
     yield Hit(
         subject=f"{len(nics)} NIC(s) / {len(gpus)} GPUs",
-        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): about {len(gpus) / len(nics):g} GPUs per "
-        f"rail, so inter-node bandwidth per GPU is a fraction of one NIC{share}",
+        message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): {_per_rail(len(gpus), len(nics))}, so "
+        f"inter-node bandwidth per GPU is a fraction of one NIC{share}",
         evidence=(
             Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in rdma_nics(snapshot))),
             Evidence("derived", "RDMA NICs nearest to a GPU (rails)", " ".join(nic.name for nic in nics)),
@@ -42,14 +44,22 @@ def rails_shared(snapshot: Snapshot) -> Iterator[Hit]:
     )
 
 
-@snapshot_rule(
+def _per_rail(gpus: int, nics: int) -> str:
+    """``2 GPUs per rail``, or ``some rails serve 2 GPUs, others 1`` when they do not divide evenly."""
+    most, rest = -(-gpus // nics), gpus // nics
+    if most == rest:
+        return f"{most} GPUs per rail"
+    return f"some rails serve {most} GPUs, others {rest}"
+
+
+@rule(
     "ib-port-down", "error", ("rdma", "ib", "hardware"),
     title="RDMA port not ACTIVE",
     fix="check the cable and switch port (`ibstat`, `ibstatus`), the subnet manager for IB, and "
     "`ip link` for RoCE",
 )
-def ib_port_down(snapshot: Snapshot) -> Iterator[Hit]:
-    rails = {pair.nic.name for pair in rail_pairs(snapshot)}
+def ib_port_down(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    rails = {pair.nic.device for pair in rail_pairs(topology)}
     for nic, port in verbs_ports(snapshot):
         if not port.state or port_active(port):
             continue
@@ -110,7 +120,7 @@ def _spare_port(nic: Nic, port: NicPort, live: Nic, live_port: NicPort) -> Hit:
     )
 
 
-@snapshot_rule(
+@rule(
     "ib-rate-below-peers", "warning", ("rdma", "ib", "hardware"),
     title="RDMA port running slower than its identical peers",
     fix="check the cable/transceiver and the switch port's configured speed; `ibstat` shows the "
@@ -133,7 +143,7 @@ def ib_rate_below_peers(snapshot: Snapshot) -> Iterator[Hit]:
                 )
 
 
-@snapshot_rule(
+@rule(
     "roce-no-v2-gid", "warning", ("rdma", "roce"),
     title="RoCE port without a RoCEv2 GID",
     fix="give the port's netdev an IP address (RoCEv2 GIDs are derived from it); check with `show_gids`",

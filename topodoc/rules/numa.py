@@ -5,29 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Snapshot
-from topodoc.rules.common import shortlist, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit
+from topodoc.rules.common import shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
 from topodoc.rules.machine import (
-    RailPair,
     gpu_device,
     gpu_label,
     gpu_name,
     multi_numa,
     parse_cpulist,
-    rail_names,
-    rail_pairs,
     rdma_nics,
 )
+from topodoc.topology import Topology, rails
+from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 
 
-@snapshot_rule(
+@rule(
     "gpu-nic-numa-mismatch", "warning", ("numa", "rdma", "topology"),
     title="GPU and its NIC on different NUMA nodes",
     fix="move the NIC to a slot on the GPU's socket, or pin the rank's NIC with NCCL_IB_HCA to one "
     "on its node",
 )
-def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
-    pairs = rail_pairs(snapshot)
+def gpu_nic_numa_mismatch(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    pairs = rail_pairs(topology)
     split = [pair for pair in pairs if _nodes(snapshot, pair)]
     if not split:
         return
@@ -37,8 +36,8 @@ def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
         subject=rail_names(split),
         message=f"{len(split)} GPU(s) get an RDMA NIC on another NUMA node when each GPU takes its own "
         "nearest NIC (rail pairing, shared only when NICs run out): "
-        f"{gpu_name(first.gpu)} on node {gpu_node} gets {first.nic.name} on node {nic_node} ({first.path}); "
-        + _local_choice(snapshot, pairs, first),
+        f"{first.gpu.name} on node {gpu_node} gets {first.nic.device} on node {nic_node} ({first.path}); "
+        + _local_choice(snapshot, topology, pairs, first),
         evidence=tuple(
             sysfs_evidence(addr, "numa_node", str(snapshot.pci[addr].numa_node))
             for p in split[:2]
@@ -47,13 +46,13 @@ def gpu_nic_numa_mismatch(snapshot: Snapshot) -> Iterator[Hit]:
     )
 
 
-def _local_choice(snapshot: Snapshot, pairs: list[RailPair], pair: RailPair) -> str:
+def _local_choice(snapshot: Snapshot, topology: Topology, pairs: list[RailPair], pair: RailPair) -> str:
     """What the GPU's own NUMA node offers instead: no RDMA NIC at all, or NICs paired with other GPUs."""
     node = snapshot.pci[pair.gpu.pci_address].numa_node
-    owners = {other.nic.name: gpu_name(other.gpu) for other in pairs if other.gpu != pair.gpu}
+    owners = {other.nic.device: other.gpu.name for other in pairs if other.gpu != pair.gpu}
     local = [
-        nic.name
-        for nic in rdma_nics(snapshot)
+        nic.device
+        for nic in rails.rdma_nics(topology)
         if nic.pci_address in snapshot.pci and snapshot.pci[nic.pci_address].numa_node == node
     ]
     cost = (
@@ -78,7 +77,7 @@ def _nodes(snapshot: Snapshot, pair: RailPair) -> tuple[int, int] | None:
     return gpu_node, nic_node
 
 
-@snapshot_rule(
+@rule(
     "numa-node-unknown", "warning", ("numa", "firmware"),
     title="GPU or NIC with numa_node = -1 on a multi-socket machine",
     fix='enable NUMA/ACPI SRAT ("NUMA per socket") in the BIOS; in a VM, ask for a NUMA-aware instance or '
@@ -99,7 +98,7 @@ def numa_node_unknown(snapshot: Snapshot) -> Iterator[Hit]:
         )
 
 
-@snapshot_rule(
+@rule(
     "cpuset-excludes-gpu-cpus", "warning", ("numa", "affinity", "container"),
     title="The process cpuset excludes a GPU's local CPUs",
     fix="give the job CPUs on each GPU's socket (Slurm --cpu-bind / cgroup cpuset, docker --cpuset-cpus)",
@@ -109,22 +108,40 @@ def cpuset_excludes_gpu_cpus(snapshot: Snapshot) -> Iterator[Hit]:
     if not allowed:
         return
     whose, caveat, confidence = _whose_cpuset(snapshot)
+    none: dict[str, list[str]] = {}  # local cpulist -> GPUs none of whose local CPUs are allowed
+    some: dict[str, list[str]] = {}  # ... of which only some are allowed
     for gpu in snapshot.gpus:
         device = gpu_device(snapshot, gpu)
         local_text = (device.local_cpulist if device else None) or gpu.cpu_affinity
         local = parse_cpulist(local_text)
         if local and not local & allowed:
-            yield Hit(
-                subject=gpu_label(gpu),
-                message=f"{whose} may only run on CPUs {snapshot.process_cpuset}, none of which are local to "
-                f"{gpu_name(gpu)} ({local_text}): a job confined like this gets NCCL's 'Affinity for GPU "
-                f"{gpu.index} is empty' and proxy threads on the far socket; {caveat}",
-                evidence=(
-                    Evidence("procfs", "/proc/self/status Cpus_allowed_list", snapshot.process_cpuset or ""),
-                    sysfs_evidence(gpu.pci_address or "?", "local_cpulist", local_text or ""),
-                ),
-                confidence=confidence,
-            )
+            none.setdefault(local_text or "", []).append(gpu_name(gpu))
+        elif local and not local <= allowed:
+            some.setdefault(local_text or "", []).append(gpu_name(gpu))
+    if none:
+        yield _cpuset_hit(snapshot, none, whose, caveat, confidence, partial=False)
+    if some:
+        yield _cpuset_hit(snapshot, some, whose, caveat, confidence, partial=True)
+
+
+def _cpuset_hit(snapshot: Snapshot, groups: dict[str, list[str]], whose: str, caveat: str,
+                confidence: float, partial: bool) -> Hit:
+    """One finding for every GPU in the same situation; evidence per distinct local CPU list."""
+    gpus = [name for names in groups.values() for name in names]
+    local = "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
+    address = {gpu_name(g): g.pci_address or "?" for g in snapshot.gpus}
+    evidence = (Evidence("procfs", "/proc/self/status Cpus_allowed_list", snapshot.process_cpuset or ""),)
+    evidence += tuple(sysfs_evidence(address[names[0]], "local_cpulist", text)
+                      for text, names in groups.items())
+    if partial:
+        message = (f"{whose} may only run on CPUs {snapshot.process_cpuset}, which leaves out some of the "
+                   f"local CPUs of {len(gpus)} GPU(s) ({local}): NCCL binds each rank to the allowed part of "
+                   f"its GPU's local CPUs, so proxy and data threads share fewer cores; {caveat}")
+        return Hit(shortlist(gpus, 8), message, evidence, severity=Severity.INFO, confidence=confidence)
+    message = (f"{whose} may only run on CPUs {snapshot.process_cpuset}, none of which are local to "
+               f"{len(gpus)} GPU(s) ({local}): a job confined like this gets NCCL's 'Affinity for GPU N is "
+               f"empty' and proxy threads on the far socket; {caveat}")
+    return Hit(shortlist(gpus, 8), message, evidence, confidence=confidence)
 
 
 INSIDE_JOB = "inside the job's cgroup or container (srun, docker exec, kubectl exec) to check the job's own"

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 
 from topodoc.bandwidth import links
 from topodoc.model import Gpu, Snapshot
-from topodoc.rules.common import shortlist, snapshot_rule
-from topodoc.rules.engine import Evidence, Hit
-from topodoc.rules.machine import gpu_label, nvlink_targets, pair_names
+from topodoc.rules.common import shortlist
+from topodoc.rules.engine import Evidence, Hit, rule
+from topodoc.rules.machine import gpu_label, pair_names
+from topodoc.topology import Topology
 
 FABRIC_DONE = (None, "not_supported", "completed")
 # NVML's nvmlNvlinkVersion_t (1_0=1, 2_0=2, 2_2=3, 3_0=4, 3_1=5, 4_0=6, 5_0=7, 6_0=8; REFERENCE.md §4) -> the
@@ -21,7 +22,7 @@ def _active(gpu: Gpu) -> int:
     return sum(1 for link in gpu.nvlinks if link.active)
 
 
-@snapshot_rule(
+@rule(
     "nvlink-link-down", "error", ("nvlink", "hardware"),
     title="NVLink link inactive, or fewer active links than the GPU's peers",
     fix="check `nvidia-smi nvlink -s` and the Fabric Manager log; reset the GPU, then reseat or "
@@ -61,30 +62,34 @@ def _fewer_links(gpu: Gpu, most: int, down: list[int]) -> Hit:
     )
 
 
-def _components(snapshot: Snapshot) -> list[set[int]]:
-    by_address = {gpu.pci_address: gpu.index for gpu in snapshot.gpus}
-    groups: list[set[int]] = []
-    for gpu in snapshot.gpus:
-        peers, _switch = nvlink_targets(gpu)
-        members = {gpu.index} | {by_address[a] for a in peers if a in by_address}
-        touching = [g for g in groups if g & members]
-        for g in touching:
-            members |= g
-            groups.remove(g)
-        groups.append(members)
+def _components(topology: Topology) -> list[set[int]]:
+    """GPU indexes joined by direct NVLink bonds (not through NVSwitch), as connected groups."""
+    index = {g.name: g.index for g in topology.gpus}
+    groups: list[set[int]] = [{g.index} for g in topology.gpus]
+    for conn in topology.gpu_pairs:
+        if conn.nvlinks and not conn.through_nvswitch:
+            touching = [g for g in groups if g & {index[conn.a], index[conn.b]}]
+            for g in touching:
+                groups.remove(g)
+            groups.append(set().union(*touching))
     return groups
 
 
-@snapshot_rule(
+def _on_switch(topology: Topology) -> set[int]:
+    """GPUs with an active NVLink into an NVSwitch, as the topology derives the far ends."""
+    return {g.index for g in topology.gpus if g.nvswitch_links}
+
+
+@rule(
     "nvlink-bridge-pairs-only", "info", ("nvlink", "topology"),
     title="NVLink joins GPUs only in bridged pairs",
     fix="keep tensor-parallel groups inside one bridged pair (TP=2); use pipeline or data "
     "parallelism across pairs",
 )
-def nvlink_bridge_pairs_only(snapshot: Snapshot) -> Iterator[Hit]:
-    if len(snapshot.gpus) <= 2 or any(nvlink_targets(gpu)[1] for gpu in snapshot.gpus):
+def nvlink_bridge_pairs_only(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    if len(snapshot.gpus) <= 2 or _on_switch(topology):
         return
-    groups = [g for g in _components(snapshot) if len(g) > 1]
+    groups = [g for g in _components(topology) if len(g) > 1]
     if groups and max(len(g) for g in groups) == 2:
         pairs = " ".join(f"({min(g)},{max(g)})" for g in sorted(groups, key=min))
         rates = [_bridge_rate(snapshot, min(g), max(g)) for g in sorted(groups, key=min)]
@@ -131,18 +136,18 @@ def _version_evidence(snapshot: Snapshot, index: int) -> tuple[Evidence, ...]:
     return (Evidence("nvml", f"nvmlDeviceGetNvLinkVersion({index}, {link.link})", str(link.version)),)
 
 
-@snapshot_rule(
+@rule(
     "nvswitch-fabric-incomplete", "error", ("nvlink", "nvswitch", "hardware"),
     title="NVSwitch machine whose NVLink fabric is incomplete",
     fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "
     "Manager, reset the GPUs, or reboot the node",
 )
-def nvswitch_fabric_incomplete(snapshot: Snapshot) -> Iterator[Hit]:
-    on_switch = [gpu for gpu in snapshot.gpus if nvlink_targets(gpu)[1]]
+def nvswitch_fabric_incomplete(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
+    on_switch = _on_switch(topology)
     if not on_switch:
         return
     for gpu in snapshot.gpus:
-        hit = _off_switch(gpu) if gpu not in on_switch else _fabric_unregistered(gpu)
+        hit = _off_switch(gpu) if gpu.index not in on_switch else _fabric_unregistered(gpu)
         if hit is not None:
             yield hit
     broken = [p for p in snapshot.gpu_pairs if p.p2p_nvlink not in (None, "OK")]

@@ -5,22 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topodoc.model import Gpu, PciDevice, Snapshot
-from topodoc.rules.common import path_evidence, shortlist, snapshot_rule, sysfs_evidence
-from topodoc.rules.engine import Evidence, Hit, Severity
-from topodoc.rules.machine import (
-    gpu_combinations,
-    gpu_label,
-    gpu_name,
-    gpu_pair_class,
-    nvlink_relay,
-    nvlinked,
-    pair_names,
-    rdma_nics,
-)
+from topodoc.rules.common import path_evidence, shortlist, sysfs_evidence
+from topodoc.rules.engine import Evidence, Hit, Severity, rule
+from topodoc.rules.machine import gpu_label, pair_names, rdma_nics
+from topodoc.topology import Topology, pcitree
+from topodoc.topology.rates import pcie_gbps
+from topodoc.topology.types import UPSTREAM
+from topodoc.topology.vocab import pcie_gen
 
 IDLE_GTS = 2.5  # GPUs save power by dropping the link to Gen1 when idle
-GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-X16_GBS = {1: 4.0, 2: 8.0, 3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}  # per direction, REFERENCE §6.1
+
+
+def _x16(gen: int | None) -> float:
+    """Line rate of a x16 link of generation ``gen``, GB/s per direction (REFERENCE §6.1)."""
+    return pcie_gbps(gen, 16) or 0.0
 
 
 def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
@@ -35,7 +33,7 @@ def _watched(snapshot: Snapshot) -> Iterator[tuple[str, PciDevice]]:
 
 def _gen(gts: float) -> str:
     """``16 GT/s (Gen4)``."""
-    return f"{gts:g} GT/s (Gen{GEN_BY_GTS.get(gts, '?')})"
+    return f"{gts:g} GT/s (Gen{pcie_gen(gts) or '?'})"
 
 
 def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
@@ -43,7 +41,7 @@ def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
     return Evidence("nvml", f"{call}({gpu.index})", str(value))
 
 
-@snapshot_rule(
+@rule(
     "pcie-width-reduced", "error", ("pcie", "hardware"),
     title="PCIe link trained to fewer lanes than the device supports",
     fix="reseat the card or riser, check the slot's lane wiring and BIOS bifurcation, then reboot",
@@ -63,6 +61,33 @@ def pcie_width_reduced(snapshot: Snapshot) -> Iterator[Hit]:
                 ),
             )
     yield from _nvml_width(snapshot)
+    for address, served in _uplinks(snapshot).items():
+        dev, parent = snapshot.pci[address], snapshot.pci[snapshot.pci[address].parent or ""]
+        top = min((w for w in (dev.link.max_width, parent.link.max_width) if w), default=0)
+        if dev.link.width and top and dev.link.width < top:
+            yield Hit(
+                subject=f"{address} (switch uplink)",
+                message=f"the PCIe switch's uplink to {parent.address} runs at x{dev.link.width} of x{top}: "
+                f"{', '.join(served)} below it share {dev.link.width / top:.0%} of the lanes to the CPU "
+                "(host copies, GPUDirect RDMA across the switch and P2P through the CPU all slow down)",
+                evidence=(
+                    sysfs_evidence(address, "current_link_width", str(dev.link.width)),
+                    sysfs_evidence(address, "max_link_width", str(dev.link.max_width)),
+                    sysfs_evidence(parent.address, "max_link_width", str(parent.link.max_width)),
+                ),
+            )
+
+
+def _uplinks(snapshot: Snapshot) -> dict[str, list[str]]:
+    """Switch upstream ports above a GPU or RDMA NIC -> the devices below them (their uplink carries all
+    of those devices' traffic to the CPU); only those whose upstream neighbour is recorded."""
+    served: dict[str, list[str]] = {}
+    for label, dev in _watched(snapshot):
+        for bridge in pcitree.chain(snapshot.pci, dev.address)[1:]:
+            up = snapshot.pci[bridge].parent if bridge in snapshot.pci else None
+            if pcitree.port_kind(snapshot.pci, bridge) == UPSTREAM and up in snapshot.pci:
+                served.setdefault(bridge, []).append(label.split(" (")[0])
+    return served
 
 
 def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
@@ -81,7 +106,7 @@ def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
             )
 
 
-@snapshot_rule(
+@rule(
     "pcie-speed-reduced", "warning", ("pcie", "hardware"),
     title="PCIe link speed capped below the device's generation",
     fix="check BIOS PCIe generation settings, the riser/retimer and the slot; reseat and reboot",
@@ -103,14 +128,41 @@ def pcie_speed_reduced(snapshot: Snapshot) -> Iterator[Hit]:
         capped = gpu.pcie_max_gen and gpu.pcie_gpu_max_gen and gpu.pcie_max_gen < gpu.pcie_gpu_max_gen
         if capped and gpu.pci_address not in seen:
             yield _slot_cap(gpu)
+    for address, served in _uplinks(snapshot).items():
+        hit = _uplink_slow(snapshot, address, served)
+        if hit is not None:
+            yield hit
+
+
+def _uplink_slow(snapshot: Snapshot, address: str, served: list[str]) -> Hit | None:
+    """A switch uplink trained below the speed both its ends support (above Gen1: a switch uplink does not
+    idle down the way a GPU's own link does)."""
+    dev = snapshot.pci[address]
+    parent = snapshot.pci[dev.parent or ""]
+    speed = dev.link.speed_gts
+    tops = [t for t in (dev.link.max_speed_gts, parent.link.max_speed_gts) if t]
+    if not speed or not tops or speed >= min(tops) or speed <= IDLE_GTS:
+        return None
+    top = min(tops)
+    return Hit(
+        subject=f"{address} (switch uplink)",
+        message=f"the PCIe switch's uplink to {parent.address} trained at {_gen(speed)} of {_gen(top)}: "
+        f"{', '.join(served)} below it share {speed / top:.0%} of the bandwidth to the CPU",
+        evidence=(
+            sysfs_evidence(address, "current_link_speed", f"{speed:g} GT/s PCIe"),
+            sysfs_evidence(address, "max_link_speed", f"{dev.link.max_speed_gts or 0:g} GT/s PCIe"),
+            sysfs_evidence(parent.address, "max_link_speed", f"{parent.link.max_speed_gts or 0:g} GT/s PCIe"),
+        ),
+        confidence=0.8,
+    )
 
 
 def _slot_cap(gpu: Gpu) -> Hit:
     return Hit(
         subject=gpu_label(gpu),
         message=f"the slot limits the GPU to Gen{gpu.pcie_max_gen} although it supports "
-        f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {X16_GBS.get(gpu.pcie_max_gen, 0):g} instead of "
-        f"{X16_GBS.get(gpu.pcie_gpu_max_gen, 0):g} GB/s per direction",
+        f"Gen{gpu.pcie_gpu_max_gen}: x16 peaks at {_x16(gpu.pcie_max_gen):g} instead of "
+        f"{_x16(gpu.pcie_gpu_max_gen):g} GB/s per direction",
         evidence=(
             _nvml(gpu, "nvmlDeviceGetMaxPcieLinkGeneration", gpu.pcie_max_gen),
             _nvml(gpu, "nvmlDeviceGetGpuMaxPcieLinkGeneration", gpu.pcie_gpu_max_gen),
@@ -119,18 +171,21 @@ def _slot_cap(gpu: Gpu) -> Hit:
 
 
 def _gpu_trained_low(snapshot: Snapshot, label: str, dev: PciDevice, peak: float) -> Hit | None:
-    """A GPU link below its maximum, corroborated: not the idle floor (Gen1), while a peer GPU runs at
-    full speed, and the upstream port reads the same speed (the link itself trained low)."""
+    """A GPU link below its maximum, corroborated: not the idle floor (Gen1), and the upstream port reads
+    the same speed (the link itself trained low). When every GPU sits at the same lower speed, a platform
+    or BIOS cap is as likely as a bad link, and the finding says so."""
     speed, top = dev.link.speed_gts, dev.link.max_speed_gts
     parent = snapshot.pci.get(dev.parent or "")
-    if not speed or not top or speed >= top or speed <= IDLE_GTS or peak < top:
+    if not speed or not top or speed >= top or speed <= IDLE_GTS:
         return None
     if parent is None or parent.link.speed_gts != speed:
         return None
+    peers = ("while its peer GPUs run at full speed" if peak >= top else
+             "like every GPU in the box (a BIOS PCIe-generation setting or the platform caps them all)")
     return Hit(
         subject=label,
-        message=f"link trained at {_gen(speed)} of {_gen(top)} while its peer GPUs run at full speed; an "
-        f"idle GPU drops to Gen1, not Gen{GEN_BY_GTS.get(speed, '?')}: host and GPUDirect bandwidth are "
+        message=f"link trained at {_gen(speed)} of {_gen(top)} {peers}; an "
+        f"idle GPU drops to Gen1, not Gen{pcie_gen(speed) or '?'}: host and GPUDirect bandwidth are "
         f"{speed / top:.0%} of what they should be",
         evidence=(
             sysfs_evidence(dev.address, "current_link_speed", f"{speed:g} GT/s PCIe"),
@@ -174,48 +229,58 @@ def _nic_below_capability(label: str, dev: PciDevice) -> Hit | None:
 
 
 P2P_COST = {
-    "PHB": "through the CPU root complex: GPU-to-GPU copies typically reach 23-29 GB/s on PCIe 5.0 x16, "
-    "about half of the 48-58 GB/s a shared PCIe switch gives",
+    "PHB": "through the CPU root complex: GPU-to-GPU copies reach about half of what a shared PCIe switch "
+    "gives{measured}",
     "NODE": "across host bridges inside one NUMA node: like PHB, every copy crosses the CPU's root complex",
     "SYS": "across sockets over UPI / Infinity Fabric: the slowest path in the box (NCCL models it at "
     "{bw}), with extra latency",
 }
 
 
-@snapshot_rule(
+def _measured(topology: Topology) -> str:
+    """The 23-29 vs 48-58 GB/s figures were measured on PCIe 5.0 x16; quote them only for such GPUs."""
+    gens = {link.max_gen or link.gen for c in topology.gpu_pairs for link in (c.pcie.links if c.pcie else ())
+            if link.kind == "pcie" and (link.a in _gpu_names(topology) or link.b in _gpu_names(topology))}
+    if gens == {5}:
+        return " (23-29 against 48-58 GB/s on PCIe 5.0 x16)"
+    return ""
+
+
+def _gpu_names(topology: Topology) -> set[str]:
+    return {g.name for g in topology.gpus}
+
+
+@rule(
     "gpu-p2p-via-cpu", "warning", ("pcie", "p2p", "topology"),
     title="GPU pairs whose P2P path goes through the CPU or across sockets",
     fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
 )
-def gpu_p2p_via_cpu(snapshot: Snapshot) -> Iterator[Hit]:
+def gpu_p2p_via_cpu(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
     groups: dict[str, list[str]] = {}
     first: dict[str, Evidence] = {}
-    for a, b in gpu_combinations(snapshot):
-        path, source = gpu_pair_class(snapshot, a, b)
-        if path in P2P_COST and not nvlinked(snapshot, a, b) and not nvlink_relay(snapshot, a, b):
-            groups.setdefault(path, []).append(f"{gpu_name(a)}-{gpu_name(b)}")
-            first.setdefault(path, _pair_evidence(a, b, path, source))
+    address = {g.name: g.pci_address for g in topology.gpus}
+    for conn in topology.gpu_pairs:
+        path = conn.pci_level
+        if path in P2P_COST and not conn.nvlinks and conn.nccl != "NVB":
+            groups.setdefault(path, []).append(f"{conn.a}-{conn.b}")
+            first.setdefault(path, path_evidence(address[conn.a], address[conn.b], path))
     amd = snapshot.host.cpu_vendor == "AuthenticAMD"
     inter_socket = "16 GB/s per direction on AMD" if amd else "6-40 GB/s per direction, by Intel generation"
+    measured = _measured(topology)
     for path, pairs in groups.items():
         yield Hit(
             subject=shortlist(pairs, 6, f" (+{len(pairs) - 6} more)"),
-            message=f"{len(pairs)} GPU pair(s) are {path} apart, {P2P_COST[path].format(bw=inter_socket)}",
+            message=f"{len(pairs)} GPU pair(s) are {path} apart, "
+            + P2P_COST[path].format(bw=inter_socket, measured=measured),
             evidence=(first[path],),
             severity=Severity.WARNING if path == "SYS" else Severity.INFO,
         )
 
 
-def _pair_evidence(a: Gpu, b: Gpu, path: str, source: str) -> Evidence:
-    if source == "nvml":
-        return Evidence("nvml", f"nvmlDeviceGetTopologyCommonAncestor({a.index}, {b.index})", path)
-    return path_evidence(a.pci_address, b.pci_address, path)
-
-
 BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platform", "DR": "registry key"}
 
 
-@snapshot_rule(
+@rule(
     "gpu-p2p-unsupported", "warning", ("pcie", "p2p"),
     title="PCIe peer-to-peer between GPUs is not supported",
     fix="enable P2P/ACS-free routing in the BIOS; in a VM ask for a P2P-capable instance shape",
@@ -234,7 +299,7 @@ def gpu_p2p_unsupported(snapshot: Snapshot) -> Iterator[Hit]:
         )
 
 
-@snapshot_rule(
+@rule(
     "pcie-aer-errors", "error", ("pcie", "hardware", "errors"),
     title="PCIe Advanced Error Reporting counters show link errors",
     fix="reseat the device and its riser/cable; if counters keep growing, replace the riser or the card",
@@ -271,7 +336,7 @@ def _aer_evidence(dev: PciDevice) -> tuple[Evidence, ...]:
     )
 
 
-@snapshot_rule(
+@rule(
     "gpu-lost", "critical", ("gpu", "hardware"),
     title="A GPU has fallen off the bus",
     fix="drain the node, collect nvidia-bug-report.sh, then reset the GPU or reboot; replace if it recurs",
@@ -283,8 +348,18 @@ def gpu_lost(snapshot: Snapshot) -> Iterator[Hit]:
                 subject=gpu_label(gpu),
                 message="NVML reports GPU_IS_LOST (usually Xid 79): every job using this GPU will "
                 "hang or fail",
-                evidence=(_nvml(gpu, "nvmlDeviceGetHandleByIndex", "NVML_ERROR_GPU_IS_LOST (15)"),),
+                evidence=(_lost_evidence(snapshot, gpu),),
             )
+
+
+def _lost_evidence(snapshot: Snapshot, gpu: Gpu) -> Evidence:
+    """The NVML call that answered GPU_IS_LOST, as the collector recorded it in the GPU's gap."""
+    gap = next((g for g in snapshot.gaps if g.what == f"GPU {gpu.index}" and g.source.startswith("nvml:")),
+               None)
+    if gap is None:
+        return Evidence("nvml", f"GPU {gpu.index}: the failing call was not recorded", "GPU_IS_LOST")
+    call = f"{gap.source.removeprefix('nvml:')}({gpu.index})"
+    return Evidence("nvml", call, "NVML_ERROR_GPU_IS_LOST (15)")
 
 
 RULES = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 
-from topodoc.rules import bandwidth, gpudirect, joined, nccl, nics, numa, nvlink, pcie
+from topodoc.rules import bandwidth, gpudirect, joined, matrix, nccl, nics, numa, nvlink, pcie
 from topodoc.rules.engine import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -19,6 +19,7 @@ RULES: tuple[Rule, ...] = (
     *nccl.RULES,
     *joined.RULES,
     *bandwidth.RULES,
+    *matrix.RULES,
 )
 
 

@@ -25,6 +25,7 @@ from topodoc.topology.types import (
     Connection,
     GpuEnd,
     Hop,
+    Link,
     NicEnd,
     Route,
     Topology,
@@ -153,11 +154,18 @@ def _rank(conn: Connection) -> int:
 
 
 def _nccl_bw(conn: Connection, gpu_ids: set[str]) -> float:
-    """NCCL's bandwidth for a PCIe route: GPUs at their trained speed, other devices at max speed."""
-    bws = [rates.nccl_pcie_gbps(*((ln.gen, ln.width) if ln.b in gpu_ids or ln.a in gpu_ids
+    """NCCL's bandwidth for a PCIe route: GPUs at their trained width and speed (NVML's current values, read
+    inside a running job, where an idle GPU's Gen1 has retrained: a Gen1 reading counts at max speed),
+    other devices at max speed and width."""
+    bws = [rates.nccl_pcie_gbps(*((_active_gen(ln), ln.width) if ln.b in gpu_ids or ln.a in gpu_ids
                                   else (ln.max_gen or ln.gen, ln.max_width or ln.width)))
            for ln in (conn.pcie.links if conn.pcie else ()) if ln.kind == PCIE]
     return min(bws) if bws else 0.0
+
+
+def _active_gen(link: Link) -> int | None:
+    """The generation a GPU link runs at under load: Gen1 is the idle floor, it retrains to the max."""
+    return link.max_gen if link.gen == 1 and (link.max_gen or 0) > 1 else link.gen
 
 
 def _apply_pxn(ctx: _Ctx, gpus: tuple[GpuEnd, ...], nics: tuple[NicEnd, ...],

@@ -7,11 +7,8 @@ fallback. These are line rates, not NCCL's effective model; the bandwidth model 
 
 from __future__ import annotations
 
-# GB/s per lane, one direction.
-PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5: 32 * 128 / 130 / 8,
-                  6: 64 * 242 / 256 / 8}
-# sysfs/NVML GT/s -> generation
-GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+from topodoc.topology.vocab import PCIE_GENS, pcie_gen, pcie_lane_gbps
+
 # NVML nvmlNvlinkVersion_t -> GB/s per link per direction (1.0: 20, 2.x-4.0: 25, 5.0: 50)
 NVLINK_VERSION_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0}
 # compute capability major.minor -> GB/s per link, when NVML gave no version
@@ -22,15 +19,13 @@ NVLINK_VERSION_NAME = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0
 
 def gen_of(speed_gts: float | None) -> int | None:
     """8.0 -> 3; None or an unknown rate -> None."""
-    if speed_gts is None:
-        return None
-    return GTS_TO_GEN.get(round(float(speed_gts), 1))
+    return pcie_gen(speed_gts)
 
 
 def pcie_gbps(gen: int | None, width: int | None) -> float | None:
-    if gen is None or width is None or gen not in PCIE_LANE_GBPS or width <= 0:
+    if gen is None or width is None or gen not in PCIE_GENS or width <= 0:
         return None
-    return round(PCIE_LANE_GBPS[gen] * width, 2)
+    return round(pcie_lane_gbps(gen) * width, 2)
 
 
 def nvlink_gbps(count: int, version: int | None, compute_capability: str | None) -> float | None:
@@ -44,5 +39,5 @@ def nvlink_gbps(count: int, version: int | None, compute_capability: str | None)
 
 def nccl_pcie_gbps(gen: int | None, width: int | None) -> float:
     """NCCL's own PCIe model: width x speedcode / 80 (Gen3 x16 = 12); unknown gen -> Gen3, width 0 -> 16."""
-    speedcode = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}.get(gen or 0, 60)
+    speedcode = PCIE_GENS[gen][2] if gen in PCIE_GENS else PCIE_GENS[3][2]
     return (width or 16) * speedcode / 80

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass
 
 from topodoc.model import ConnectionMatrix
+from topodoc.topology.vocab import SMI_LEVELS as PCIE_ORDER  # nearest first: PIX ... SYS
 
-# Nearest first: PIX (one PCIe switch) ... SYS (across the SMP interconnect between sockets).
-PCIE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV = re.compile(r"NV(\d+)")
 
 
@@ -85,7 +84,7 @@ def read(matrix: ConnectionMatrix) -> Reading:
         nvlink_groups=_groups(gpus, nvlink),
         cross_socket_pairs=tuple(p for p in pairs if p.link == "SYS"),
         host_bridge_pairs=tuple(p for p in pairs if p.link in ("PHB", "NODE")),
-        pcie_switch_pairs=tuple(p for p in pairs if p.link in ("PIX", "PXB")),
+        pcie_switch_pairs=tuple(p for p in pairs if p.link in PCIE_ORDER[:2]),
         nearest_nics=tuple(n for gpu in gpus if (n := _nearest_nic(matrix, gpu)) is not None),
         affinity=_affinity(matrix) if matrix.kind == "topo" else (),
         p2p_blocked=tuple(p for p in pairs if p.link != "OK") if matrix.kind == "p2p" else (),

@@ -37,6 +37,10 @@ def _nvlink_kind(gpus: tuple[GpuEnd, ...], pairs: tuple[Connection, ...],
     if cliques:
         return "fabric-clique", f"NVLink fabric clique {', '.join(sorted(cliques))} ({_counts(pairs)})"
     if any(g.nvswitch_links for g in gpus):
+        off = [g.name for g in gpus if not g.nvswitch_links]
+        if off:  # not all-to-all: those GPUs reach the others over PCIe
+            return "nvswitch", (f"NVSwitch ({_counts(pairs)}) with {len(off)} of {len(gpus)} GPUs off the "
+                                f"fabric ({', '.join(off)})")
         return "nvswitch", f"NVSwitch all-to-all ({_counts(pairs)})"
     peers = {g.index: [p for p, n in links[g.index].peers.items() if n] for g in gpus}
     if not any(peers.values()):

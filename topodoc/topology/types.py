@@ -21,10 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-# nvidia-smi topo -m PCI levels, nearest first (NV# is added on top of these).
-SMI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-# NCCL path types, nearest first, as in NCCL 2.27+ (P2C and C2C exist only on Grace systems).
-NCCL_PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+from topodoc.topology.vocab import NCCL_PATHS, SMI_LEVELS  # noqa: F401 (re-exported)
 
 # Hop kinds
 GPU, NIC, NVSWITCH = "gpu", "nic", "nvswitch"

@@ -1,0 +1,102 @@
+"""The kernel-log reader on real dmesg / journalctl excerpts (fixtures/kernel_log, sources in its README).
+
+Goldens: ``<case>.log`` -> ``<case>.json`` (``codec.to_data`` of ``parse()``); rewrite them with
+``python tests/test_kernel_log.py --regen`` after a reviewed behaviour change.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topodoc.codec import to_data
+from topodoc.parsers import xid_catalog
+from topodoc.parsers.kernel_log import MAX_LINE, parse, parse_line
+
+CASES = Path(__file__).resolve().parent.parent / "fixtures" / "kernel_log"
+LOGS = sorted(CASES.glob("*.log"))
+REQUIRED_XIDS = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 149, 154)
+
+
+def _golden(log: Path):
+    return json.loads(json.dumps(to_data(parse(log.read_text(encoding="utf-8")))))
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
+def test_golden(log):
+    expected = json.loads(log.with_suffix(".json").read_text(encoding="utf-8"))
+    assert _golden(log) == expected
+
+
+def test_every_case_has_a_source():
+    readme = (CASES / "README.md").read_text(encoding="utf-8")
+    for log in LOGS:
+        row = next((line for line in readme.splitlines() if f"`{log.stem}`" in line), "")
+        assert "https://github.com/" in row, log.stem
+
+
+def test_xid_from_real_line_is_explained_and_joined_to_a_pci_address():
+    events = parse((CASES / "xid-48-64-syslog.log").read_text())
+    dbe = next(e for e in events if e.code == "48")
+    assert dbe.device == "0000:07:00.0" and dbe.time == "219.470994"
+    assert dbe.action == "reset_gpu" and "ECC" in dbe.message
+    assert next(e for e in events if e.code == "64").action == "rma"
+
+
+def test_aer_classes_and_devices():
+    events = parse((CASES / "aer-uncorrectable-nonfatal-journalctl.log").read_text())
+    received = [e for e in events if e.kind == "aer"]
+    assert [e.code for e in received] == ["corrected", "uncorrected_nonfatal"]
+    assert {e.device for e in received} == {"0000:80:1b.4"}
+    assert [e.kind for e in events].count("aer_detail") == 1
+
+
+def test_benign_lines_make_no_event():
+    assert parse((CASES / "efa-benign.log").read_text()) == []
+    mlx5 = parse((CASES / "mlx5-errors.log").read_text())
+    assert not any("firmware version" in e.text or "Link ACTIVE" in e.text for e in mlx5)
+
+
+def test_fallen_off_the_bus_without_xid_spans_lines():
+    lost = [e for e in parse((CASES / "xid-79-fallen-off-bus.log").read_text()) if e.kind == "gpu_lost"]
+    assert len(lost) == 1 and lost[0].device == "0000:b3:00.0" and lost[0].severity == "critical"
+
+
+def test_catalogue_covers_the_codes_operators_see():
+    for code in REQUIRED_XIDS:
+        info = xid_catalog.lookup(code)
+        assert info is not None and info.action in xid_catalog.ACTIONS and info.meaning, code
+    assert xid_catalog.lookup(74).nvlink
+
+
+def test_unknown_xid_is_reported_not_guessed():
+    event = parse_line("NVRM: Xid (PCI:0000:3b:00): 9999, pid=1, name=x, something")
+    assert event.code == "9999" and event.action is None and "not in topodoc's catalogue" in event.message
+
+
+def test_kmsg_record_prefix():
+    event = parse_line("3,1234,5678901,-;NVRM: Xid (PCI:0000:07:00): 79, pid=0, name=x, GPU has fallen off")
+    assert event.code == "79" and event.time == "5.678901" and event.device == "0000:07:00.0"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=300), max_size=20))
+def test_any_text_parses_without_raising(lines):
+    for event in parse(lines):
+        assert len(event.text) <= MAX_LINE
+
+
+def test_long_hostile_line_is_cut():
+    line = "NVRM: Xid (PCI:0000:07:00): 13, " + "(" * 100_000
+    event = parse_line(line)
+    assert event is not None and len(event.text) <= MAX_LINE
+
+
+if __name__ == "__main__" and "--regen" in sys.argv:
+    for path in LOGS:
+        path.with_suffix(".json").write_text(json.dumps(_golden(path), indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,101 @@
+"""``topodoc agent``: run the ``diagnose`` computation on a schedule, follow hardware events and NCCL logs,
+and export the result for Prometheus.
+
+``topodoc agent [--interval 60] [--listen 127.0.0.1:9400] [--watch-log PATH|GLOB ...] [--textfile DIR]
+[--events-file FILE] [--from REC] [--replay-events FILE] [--config FILE] [--cycles N]``
+
+SIGTERM / SIGINT stop it (exit 0), SIGHUP re-reads ``--config`` and re-probes. Bad options or inputs:
+one line on stderr and exit 2. See docs/AGENT.md.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import NoReturn
+
+import click
+
+from topodoc.cli import EXIT_ERROR
+
+
+@click.command()
+@click.option("--from", "source", metavar="SPEC",
+              help="live (default), a recording NAME.tar.gz, or example:NAME (live events are then off).")
+@click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between cycles.")
+@click.option("--budget", type=float, help="Seconds a cycle may take [default: 80% of the interval, <= 120].")
+@click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
+              help="HTTP address for /metrics /findings /events /healthz; 'off' for none; port 0 picks one.")
+@click.option("--watch-log", "watch_log", multiple=True, metavar="PATH|GLOB",
+              help="NCCL log file(s) to follow (repeatable; .gz files are ignored).")
+@click.option("--textfile", metavar="DIR", help="Also write DIR/topodoc.prom for node_exporter (atomically).")
+@click.option("--events-file", metavar="FILE", help="Append every event to FILE as a JSON line.")
+@click.option("--replay-events", metavar="FILE", help="Play a recorded/scripted event stream (JSON lines).")
+@click.option("--config", "config_file", metavar="FILE",
+              help="JSON with interval, budget, watch_log, textfile, events_file; re-read on SIGHUP.")
+@click.option("--cycles", type=click.IntRange(min=1), help="Stop after N cycles (tests, benchmarks).")
+def command(source, interval, budget, listen, watch_log, textfile, events_file, replay_events, config_file,
+            cycles) -> None:
+    """Run topodoc on this node continuously: findings, hardware events and NCCL logs for Prometheus."""
+    from topodoc.agent.runner import Agent, AgentConfig, load_config_file
+    from topodoc.probe.source import SourceError
+
+    if interval <= 0 or (budget is not None and budget <= 0):
+        _fail("--interval and --budget must be > 0")
+    config = AgentConfig(source=source, interval=interval, budget=budget, listen=_listen(listen),
+                         watch_log=tuple(watch_log), textfile=textfile, events_file=events_file,
+                         replay_events=replay_events, live_events=source in (None, "live"), cycles=cycles,
+                         config_file=config_file)
+    try:
+        if config_file:
+            config = load_config_file(config_file, config)
+        _check_paths(config)
+        agent = Agent(config)
+    except SourceError as err:
+        _fail(str(err))
+    except (OSError, ValueError) as err:
+        _fail(str(err))
+    _install_signals(agent)
+    where = "off"
+    if config.listen is not None:
+        try:
+            agent.start_http()
+        except OSError as err:
+            _fail(f"--listen {config.listen[0]}:{config.listen[1]}: {err.strerror or err}")
+        host, port = agent.http.address
+        where = f"http://{host}:{port}"
+    click.echo(f"topodoc agent: {agent.prober.source}, every {config.interval:g}s, listening on {where}",
+               err=True)
+    for check, reason in agent.disabled:
+        click.echo(f"topodoc agent: disabled: {check}: {reason}", err=True)
+    sys.exit(agent.run())
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"topodoc agent: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _listen(text: str) -> tuple[str, int] | None:
+    if text == "off":
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        _fail(f"--listen: expected HOST:PORT or 'off', got {text!r}")
+    return (host.strip("[]") or "127.0.0.1", int(port))
+
+
+def _check_paths(config) -> None:
+    import os
+
+    if config.textfile and not os.path.isdir(config.textfile):
+        raise ValueError(f"--textfile: no such directory: {config.textfile}")
+    if config.replay_events and not os.path.isfile(config.replay_events):
+        raise ValueError(f"--replay-events: no such file: {config.replay_events}")
+
+
+def _install_signals(agent) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
+    signal.signal(signal.SIGINT, lambda *_: agent.stop())
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda *_: agent.request_reload())

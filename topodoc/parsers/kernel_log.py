@@ -1,0 +1,355 @@
+"""Kernel log reader: ``dmesg`` / ``journalctl -k`` / ``/dev/kmsg`` lines -> :class:`KernelEvent`.
+
+Public API::
+
+    parse(text_or_lines) -> list[KernelEvent]    # pure; never raises on input, never prints
+    parse_line(line, lineno=1) -> KernelEvent | None
+
+What it recognises (every other line is ignored; benign lines such as "GPU at PCI:..." or an mlx5
+"firmware version" line produce no event):
+
+- ``xid``: ``NVRM: Xid (PCI:0000:cb:00): 13, pid=..., name=..., <text>``, explained from
+  :mod:`topodoc.parsers.xid_catalog` (meaning, usual action);
+- ``sxid``: ``nvidia-nvswitchN: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 ...`` (NVSwitch);
+- ``gpu_lost``: the multi-line "NVRM: The NVIDIA GPU 0000:b3:00.0 ... fallen off the bus" message that
+  newer drivers print without an Xid 79; ``nvrm``: ``NVRM: GPU 0000:0a:00.0: RmInitAdapter failed!``;
+- ``aer``: ``pcieport 0000:80:1b.4: AER: Uncorrectable (Non-Fatal) error message received from
+  0000:80:1b.4`` (code ``corrected``, ``uncorrected_nonfatal`` or ``uncorrected_fatal``; ``device`` is
+  the device the error came from, ``port`` in ``detail`` the port that reported it); ``aer_detail``:
+  the ``PCIe Bus Error: severity=..., type=...`` line that follows (counted apart, so one error is
+  not counted twice);
+- ``iommu``: Intel ``DMAR: [DMA Read NO_PASID] Request device [00:02.0] ... fault addr ... [fault
+  reason 0x06] ...`` and AMD ``AMD-Vi: Event logged [IO_PAGE_FAULT device=05:00.0 ...]`` in both
+  spellings (DMAR and old AMD-Vi lines print no PCI segment: segment 0 is assumed and said so);
+- ``mlx5`` / ``efa``: driver lines about a device that say something failed (``failed``, ``error``,
+  ``syndrome``, ``health``, ``fatal``, ``timeout``...), and ``mlx5`` port state changes to DOWN;
+- ``pcie_bandwidth``: ``pci 0000:03:00.0: 2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe
+  x1 link at 0000:02:03.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)``.
+
+Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
+and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import regex
+
+from topodoc.parsers.xid_catalog import CATALOG_URL, lookup
+
+MAX_LINE = 4096
+SEVERITIES = ("info", "warning", "error", "critical")
+
+_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_TIME = regex.compile(
+    r"^(?:\d++,\d++,(?P<kmsg>\d++),[^;]{0,40}+;"  # /dev/kmsg: prio,seq,usec,flags;
+    r"|\[(?P<tdmesg>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]"  # dmesg -T
+    r"|(?P<journal>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S++ kernel:"  # journalctl -k (short)
+    r"|(?P<iso>\d{4}-\d\d-\d\dT[0-9:.,+\-]++)(?: \S++)? kernel:"  # journalctl -o short-iso
+    r"|kern\s*+:\s*+\w++\s*+:\s*+(?P<x>\d{4}-\d\d-\d\dT[0-9:.,+\-]++)?)?+"  # dmesg -x --time-format iso
+    r"\s*+(?:\[\s*+(?P<uptime>\d++\.\d++)\])?"
+)
+_XID = regex.compile(
+    r"NVRM: Xid \((?:PCI:)?+(?P<pci>[0-9a-fA-F:.]{4,20}+)\): (?P<code>\d{1,5}+),\s*+(?P<rest>.*+)"
+)
+_PID = regex.compile(r"pid=(?P<pid>'?<?[\w]{1,12}+>?'?), name=(?P<name>[^,]{0,64}+),\s*+")
+_SXID = regex.compile(
+    r"(?P<sw>nvidia-nvswitch\d{1,3}+): SXid \((?:PCI:)?+(?P<pci>[0-9a-fA-F:.]{4,20}+)\): "
+    r"(?P<code>\d{1,6}+),\s*+"
+    r"(?P<rest>.*+)"
+)
+_NVRM_GPU = regex.compile(r"NVRM: The NVIDIA GPU (?P<pci>" + _BDF + r")")
+_NVRM_INIT = regex.compile(r"NVRM: GPU (?P<pci>" + _BDF + r"): (?P<rest>RmInitAdapter failed.*+)")
+_AER = regex.compile(
+    r"(?P<port>" + _BDF + r"): AER: (?P<multi>Multiple )?+"
+    r"(?P<sev>Corrected|Correctable|Uncorrected \((?:Non-)?+Fatal\)|Uncorrectable \((?:Non-)?+Fatal\))"
+    r" error (?:message )?+received(?::| from)?+ ?+(?:id=[0-9a-fx]{1,8}+)?+"
+    r"(?P<src>" + _BDF + r")?+"
+)
+_AER_DETAIL = regex.compile(
+    r"(?P<dev>" + _BDF + r"): (?:AER: )?+PCIe Bus Error: severity=(?P<sev>[A-Za-z() \-]{1,40}+), "
+    r"type=(?P<type>[A-Za-z ]{1,40}+)"
+)
+_DMAR = regex.compile(
+    r"DMAR: \[(?P<op>DMA (?:Read|Write)|INTR-REMAP)(?: NO_PASID)?+\] "
+    r"Request device \[(?P<dev>[0-9a-fx:.]{4,24}+)\]"
+    r"(?: PASID \w{1,8}+)?+ fault (?:addr|index) (?:0x)?+(?P<addr>[0-9a-f]{1,16}+)"
+    r"(?: \[fault reason (?:0x)?+(?P<reason>[0-9a-f]{1,4}+)\] ?+(?P<why>.{0,120}+))?+"
+)
+_AMDVI = regex.compile(
+    r"(?:(?P<pre>" + _BDF + r"): AMD-Vi: Event logged \[)?+IO_PAGE_FAULT "
+    r"(?:device=(?P<dev>[0-9a-fA-F:.]{4,16}+) )?+"
+    r"domain=(?P<domain>0x[0-9a-f]{1,8}+) address=(?P<addr>0x[0-9a-f]{1,16}+)"
+    r"(?: flags=(?P<flags>0x[0-9a-f]{1,8}+))?+"
+)
+_DRIVER = regex.compile(
+    r"\b(?P<drv>mlx5_core|efa)(?: (?P<dev>" + _BDF + r"))?+(?: (?P<ibdev>\w{1,32}+))?+: (?P<rest>.*+)"
+)
+_DRIVER_BAD = regex.compile(
+    r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN", regex.IGNORECASE
+)
+_PROBE_FAIL = regex.compile(
+    r"\b(?P<drv>mlx5_core|efa): probe of (?P<dev>" + _BDF + r") failed with error (?P<err>-?\d++)"
+)
+_BANDWIDTH = regex.compile(
+    r"(?P<dev>" + _BDF + r"): (?P<avail>[\d.]{1,10}+ [GM]b/s) available PCIe bandwidth, limited by "
+    r"(?P<speed>[\d.]{1,6}+ GT/s) PCIe x(?P<width>\d{1,2}+) link at (?P<at>" + _BDF + r")"
+    r"(?: \(capable of (?P<cap>[\d.]{1,10}+ [GM]b/s) with (?P<cspeed>[\d.]{1,6}+ GT/s) "
+    r"PCIe x(?P<cwidth>\d{1,2}+) link\))?+"
+)
+_XID_SEVERITY = {"rma": "critical", "drain_node": "critical", "reset_gpu": "error", "restart_app": "warning"}
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """One kernel-log line that reports a hardware or driver event.
+
+    ``kind`` (see the module docstring), ``line`` (1-based in the input), ``time`` as the log printed it
+    (uptime seconds, a date, or ``None``), ``device`` the canonical PCI address it is about (``None``
+    when the line names none), ``code`` (Xid/SXid number, AER class, IOMMU fault reason...),
+    ``severity`` (info/warning/error/critical), ``message`` a one-line explanation, ``action`` the usual
+    remedy where one is catalogued, ``detail`` further fields as ``(name, value)`` pairs.
+    """
+
+    kind: str
+    line: int
+    text: str
+    time: str | None
+    device: str | None
+    code: str | None
+    severity: str
+    message: str
+    action: str | None = None
+    detail: tuple[tuple[str, str], ...] = ()
+
+
+def parse(source: str | Iterable[str]) -> list[KernelEvent]:
+    """Every event in ``source`` (a whole text or an iterable of lines), in input order."""
+    lines = source.splitlines() if isinstance(source, str) else source
+    events: list[KernelEvent] = []
+    pending_gpu: str | None = None  # "NVRM: The NVIDIA GPU X" seen; "fallen off the bus" may follow
+    for lineno, raw in enumerate(lines, 1):
+        line = raw[:MAX_LINE].rstrip("\r\n")
+        if pending_gpu and "fallen off the bus" in line:
+            events.append(_gpu_lost(line, lineno, pending_gpu))
+            pending_gpu = None
+            continue
+        found = _NVRM_GPU.search(line)
+        if found:
+            pending_gpu = _pci(found["pci"])
+            if "fallen off the bus" in line:
+                events.append(_gpu_lost(line, lineno, pending_gpu))
+                pending_gpu = None
+            continue
+        event = parse_line(line, lineno)
+        if event is not None:
+            events.append(event)
+    return events
+
+
+def parse_line(line: str, lineno: int = 1) -> KernelEvent | None:
+    """The event one line reports, or ``None`` for any other line."""
+    line = line[:MAX_LINE].rstrip("\r\n")
+    for parser in _PARSERS:
+        event = parser(line, lineno)
+        if event is not None:
+            return event
+    return None
+
+
+def _time(line: str) -> str | None:
+    found = _TIME.match(line)
+    if not found:
+        return None
+    for name in ("uptime", "tdmesg", "iso", "x", "journal"):
+        if found[name]:
+            return found[name]
+    return f"{int(found['kmsg']) / 1e6:.6f}" if found["kmsg"] else None
+
+
+def _pci(text: str | None, *, segment: bool = True) -> str | None:
+    """Canonical address; NVRM prints ``0000:cb:00`` (no function): function 0 is meant."""
+    from topodoc.pciaddr import try_normalize
+
+    if text is None:
+        return None
+    text = text.lower().replace("0x", "")
+    if text.count(":") == 2 and "." not in text:
+        text += ".0"
+    return try_normalize(text)
+
+
+def _event(kind: str, line: str, lineno: int, **fields) -> KernelEvent:
+    return KernelEvent(kind=kind, line=lineno, text=line.strip(), time=_time(line), **fields)
+
+
+def _xid(line: str, lineno: int) -> KernelEvent | None:
+    found = _XID.search(line)
+    if not found:
+        return None
+    code = int(found["code"])
+    rest = found["rest"]
+    detail: list[tuple[str, str]] = []
+    who = _PID.match(rest)
+    if who:
+        detail += [("pid", who["pid"].strip("'")), ("process", who["name"])]
+        rest = rest[who.end():]
+    info = lookup(code)
+    if info is None:
+        message = f"Xid {code}: not in topodoc's catalogue; see {CATALOG_URL}"
+        severity, action = "error", None
+    else:
+        message = f"Xid {code} ({info.name}): {info.meaning}"
+        severity, action = _XID_SEVERITY[info.action], info.action
+        detail.append(("nvlink", "yes" if info.nvlink else "no"))
+    if "Fatal" in rest and "Nonfatal" not in rest and "Non-fatal" not in rest:
+        severity = "critical"
+    elif ("Nonfatal" in rest or "Non-fatal" in rest) and info is not None and info.nvlink:
+        severity = "warning"
+    detail.append(("driver_text", rest.strip()[:300]))
+    return _event("xid", line, lineno, device=_pci(found["pci"]), code=str(code), severity=severity,
+                  message=message, action=action, detail=tuple(detail))
+
+
+def _sxid(line: str, lineno: int) -> KernelEvent | None:
+    found = _SXID.search(line)
+    if not found:
+        return None
+    rest = found["rest"]
+    lowered = rest.lower()
+    if lowered.startswith("non-fatal") or "non-fatal" in lowered[:20]:
+        severity = "warning"
+    elif lowered.startswith("fatal") or ", fatal" in lowered[:20]:
+        severity = "critical"
+    else:
+        severity = "info"  # the "Data {...}" and "Severity 0 Engine instance" continuation lines
+    message = f"NVSwitch SXid {found['code']} on {found['sw']}: {rest.strip()[:200]}"
+    return _event("sxid", line, lineno, device=_pci(found["pci"]), code=found["code"], severity=severity,
+                  message=message, action="reset_gpu" if severity == "critical" else None,
+                  detail=(("switch", found["sw"]),))
+
+
+def _gpu_lost(line: str, lineno: int, device: str | None) -> KernelEvent:
+    return _event("gpu_lost", line, lineno, device=device, code="79", severity="critical",
+                  message="the GPU has fallen off the bus and does not respond (the driver printed no Xid; "
+                          "same meaning as Xid 79)", action="drain_node")
+
+
+def _nvrm_init(line: str, lineno: int) -> KernelEvent | None:
+    found = _NVRM_INIT.search(line)
+    if not found:
+        return None
+    return _event("nvrm", line, lineno, device=_pci(found["pci"]), code="RmInitAdapter", severity="error",
+                  message="the NVIDIA driver failed to initialise this GPU", action="reset_gpu")
+
+
+_AER_CODES = {"corrected": ("corrected", "warning"), "correctable": ("corrected", "warning"),
+              "uncorrected (non-fatal)": ("uncorrected_nonfatal", "error"),
+              "uncorrectable (non-fatal)": ("uncorrected_nonfatal", "error"),
+              "uncorrected (fatal)": ("uncorrected_fatal", "critical"),
+              "uncorrectable (fatal)": ("uncorrected_fatal", "critical")}
+
+
+def _aer(line: str, lineno: int) -> KernelEvent | None:
+    found = _AER.search(line)
+    if not found:
+        return None
+    code, severity = _AER_CODES[found["sev"].lower()]
+    port = _pci(found["port"])
+    source = _pci(found["src"]) or port
+    what = "corrected (the link retried; the data is intact)" if code == "corrected" else (
+        "uncorrected: a transaction was lost; the device below may need a reset")
+    return _event("aer", line, lineno, device=source, code=code, severity=severity,
+                  message=f"PCIe AER {what}", action=None if code == "corrected" else "reset_gpu",
+                  detail=(("port", port or ""), ("multiple", "yes" if found["multi"] else "no")))
+
+
+def _aer_detail(line: str, lineno: int) -> KernelEvent | None:
+    found = _AER_DETAIL.search(line)
+    if not found:
+        return None
+    sev = found["sev"].strip().lower()
+    code, severity = _AER_CODES.get(sev, ("unknown", "warning"))
+    return _event("aer_detail", line, lineno, device=_pci(found["dev"]), code=code, severity=severity,
+                  message=f"PCIe Bus Error: {found['sev'].strip()}, {found['type'].strip()}",
+                  detail=(("type", found["type"].strip()),))
+
+
+def _dmar(line: str, lineno: int) -> KernelEvent | None:
+    found = _DMAR.search(line)
+    if not found:
+        return None
+    device = _pci(found["dev"].replace("0x", ""))
+    reason = found["reason"]
+    why = (found["why"] or "").strip()
+    return _event("iommu", line, lineno, device=device, code=f"dmar-{reason}" if reason else "dmar",
+                  severity="error",
+                  message=f"Intel IOMMU (DMAR) fault on a {found['op']}: {why or 'no reason'}"
+                          " — the device used an address the IOMMU does not map for it",
+                  detail=(("address", "0x" + found["addr"]), ("segment", "assumed 0000 (DMAR prints none)")))
+
+
+def _amdvi(line: str, lineno: int) -> KernelEvent | None:
+    if "IO_PAGE_FAULT" not in line:
+        return None
+    found = _AMDVI.search(line)
+    if not found:
+        return None
+    device = _pci(found["pre"]) or _pci(found["dev"])
+    return _event("iommu", line, lineno, device=device, code="amd-vi-io-page-fault", severity="error",
+                  message="AMD IOMMU IO_PAGE_FAULT: the device used an address the IOMMU does not map for it",
+                  detail=(("address", found["addr"]), ("domain", found["domain"]),
+                          ("flags", found["flags"] or "")))
+
+
+def _driver(line: str, lineno: int) -> KernelEvent | None:
+    probe = _PROBE_FAIL.search(line)
+    if probe:
+        kind = "mlx5" if probe["drv"] == "mlx5_core" else "efa"
+        return _event(kind, line, lineno, device=_pci(probe["dev"]), code=f"probe{probe['err']}",
+                      severity="error",
+                      message=f"{probe['drv']} failed to bind the device (error {probe['err']})")
+    if "mlx5_core" not in line and "efa" not in line:
+        return None
+    found = _DRIVER.search(line)
+    if not found or not _DRIVER_BAD.search(found["rest"]):
+        return None
+    kind = "mlx5" if found["drv"] == "mlx5_core" else "efa"
+    rest = found["rest"].strip()
+    link_down = "Link DOWN" in rest
+    detail = (("ib_device", found["ibdev"]),) if found["ibdev"] else ()
+    return _event(kind, line, lineno, device=_pci(found["dev"]), code="link_down" if link_down else "error",
+                  severity="warning" if link_down else "error",
+                  message=f"{found['drv']}: {rest[:200]}", detail=detail)
+
+
+def _mlx5_cmd(line: str, lineno: int) -> KernelEvent | None:
+    """``mlx5_cmd_check:810:(pid 923941): create_mkey(0x200) ... failed, status ..., syndrome (...)``
+    printed without a device name by some kernels."""
+    if "mlx5_cmd_check" not in line or "failed" not in line or "mlx5_core " in line:
+        return None
+    return _event("mlx5", line, lineno, device=None, code="cmd_failed", severity="error",
+                  message="mlx5 firmware command failed: " + line.split("mlx5_cmd_check", 1)[1][:200])
+
+
+def _bandwidth(line: str, lineno: int) -> KernelEvent | None:
+    if "available PCIe bandwidth" not in line:
+        return None
+    found = _BANDWIDTH.search(line)
+    if not found:
+        return None
+    capable = ""
+    if found["cap"]:
+        capable = f" (capable of {found['cap']} with {found['cspeed']} PCIe x{found['cwidth']})"
+    at = _pci(found["at"])
+    return _event("pcie_bandwidth", line, lineno, device=_pci(found["dev"]), code="limited",
+                  severity="warning",
+                  message=f"{found['avail']} available: limited by the {found['speed']} x{found['width']} "
+                          f"link at {at}{capable}",
+                  detail=(("limited_at", _pci(found["at"]) or ""), ("speed", found["speed"]),
+                          ("width", found["width"])))
+
+
+_PARSERS = (_xid, _sxid, _nvrm_init, _aer, _aer_detail, _dmar, _amdvi, _bandwidth, _mlx5_cmd, _driver)

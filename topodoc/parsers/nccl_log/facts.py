@@ -1,0 +1,283 @@
+"""The line grammar: one small handler per NCCL message family, dispatched on the message's first word.
+
+Each handler reads one :class:`~topodoc.parsers.nccl_log.prefix.Record` and adds what it proves to a
+:class:`~topodoc.parsers.nccl_log.state.LogState`. Formats and their version history: REFERENCE.md §1.2
+(version), §1.4-§1.9 (network selection, NET/IB, Socket, plugins, OFI, GCP), §1.11-§1.13 (NVLS, GDR, Init),
+§2 (environment echo).
+"""
+
+from __future__ import annotations
+
+import re
+
+from topodoc import pciaddr
+from topodoc.logmodel import Evidence, NetDevice
+from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log.prefix import Record
+from topodoc.parsers.nccl_log.state import LogState, RankEntry
+
+PROC_LIMIT = 65536  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
+RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+# every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
+_IB_DEV = re.compile(
+    r"\[(\d{1,6})\](?:=\{\[\d{1,6}\])? ?([\w.-]{1,64}):(?:uverbs\d{1,4}:)?(\d{1,4})(?::\d{0,9}){0,4}"
+    r"/(\w{1,16})"
+)
+_ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
+_OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
+_IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
+_BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d{1,6}\])?([^\s:]{1,64}):" + _ADDR)
+_KV = re.compile(
+    r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
+)
+_OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
+_OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
+_RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
+_ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
+_STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
+_CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
+_ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
+_INFO_ERROR_KEYS = (
+    "No device found", "No eligible providers", "Affinity for GPU", "P2P is disabled between",
+    "Could not enable P2P", "Failed to initialize NET plugin", "undefined symbol", "wrong ELF",
+    "Got completion", "imed out", "Connection closed", "returned 0 devices",
+    "Failed to find ncclNetPlugin symbol",
+)
+
+
+def handle(state: LogState, rec: Record, ev: Evidence) -> None:
+    """Add what one NCCL record proves to ``state``."""
+    proc = (rec.host, rec.pid)
+    if proc in state.procs or len(state.procs) < PROC_LIMIT:
+        state.procs[proc] += 1
+    else:
+        state.procs_dropped += 1
+    if rec.host not in state.host_lines:
+        state.host_lines[rec.host] = ev
+    if rec.launcher_ip and rec.host:
+        state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
+    if rec.level in ("WARN", "ERROR"):
+        key = _error(state, rec, ev, rec.msg)
+        if rec.level == "WARN":
+            state.note_warn(proc, key)
+        if rec.level == "ERROR":
+            return
+    msg = rec.msg
+    word = msg.split(" ", 1)[0].rstrip(":")
+    handler = _BY_WORD.get(word)
+    if handler in _PER_HOST and rec.level == "INFO" and state.seen(rec.host, msg):
+        return
+    if handler is None and word.startswith(("NCCL_", "OFI_NCCL_", "FI_")):
+        handler = _env
+    elif handler is None and word.startswith("NET/"):
+        handler = _net_other
+    if handler is None and rec.pid is None and channel.BARE_TEXT.match(msg):
+        handler = _connection  # a bare connection line: "3[3d000] -> 11[3d000] [receive] via NET/IB/1"
+    if handler is not None:
+        handler(state, rec, ev)
+    elif " -> " in msg[:60]:
+        _chain(state, rec, ev)
+    maybe_error = handler is None or word in _ERROR_WORDS
+    # an INFO line is a finding only when the catalogue knows it
+    if rec.level == "INFO" and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS) and errors.classify(
+            msg):
+        _error(state, rec, ev, msg)
+
+
+def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> tuple:
+    found = errors.classify(msg)
+    category, explanation = found or ("other", "NCCL printed a warning; read it with the lines around it.")
+    key = re.sub(r"\d+", "N", msg)[:160] + explanation[:80]  # the explanation keeps IB statuses apart
+    return state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
+
+
+def _version(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _VERSION.search(rec.msg)
+    if not found:
+        return
+    bare = rec.pid is None
+    table, key = (state.bare_versions, found[1]) if bare else (state.versions, (rec.host, found[1]))
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [1, ev]
+    else:
+        entry[0] += 1
+
+
+def _cuda_driver(state: LogState, rec: Record, ev: Evidence) -> None:
+    value = rec.msg.split()[-1]
+    if value.isdigit():
+        state.cuda_driver.setdefault(int(value), ev)
+
+
+def _using(state: LogState, rec: Record, ev: Evidence) -> None:
+    for lead in ("Using network ", "Using internal Network "):  # the latter: NCCL <= 2.3
+        if rec.msg.startswith(lead):
+            _network(state, rec.msg[len(lead) :].strip(), ev)
+
+
+def _network(state: LogState, name: str, ev: Evidence) -> None:
+    if name:
+        entry = state.networks.setdefault(name, [0, ev])
+        entry[0] += 1
+
+
+def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _BOOTSTRAP.search(rec.msg)
+    if found:
+        # NCCL 2.3 prints every candidate socket interface this way: one host, several addresses
+        role = "socket" if rec.msg.startswith("NET : Using interface") else "bootstrap"
+        _device(state, NetDevice(rec.host, role, found[1], address=found[2], evidence=ev))
+        state.note_address(rec.host, found[2], ev)
+
+
+def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
+    msg = rec.msg
+    if "Using [" in msg or msg.startswith("NET/IB: ["):  # the summary line, or a per-device line
+        for idx, name, port, layer in _IB_DEV.findall(msg.split("; OOB")[0]):
+            sharp = f"{name}:{port}/{layer}/SHARP" in msg
+            device = NetDevice(rec.host, "hca", name, int(idx), int(port), layer, evidence=ev)
+            _device(state, device)
+            if sharp:
+                state.plugins.setdefault("sharp", ev)
+        oob = _OOB.search(msg)
+        if oob:
+            _device(state, NetDevice(rec.host, "oob", oob[1], address=oob[2], evidence=ev))
+            state.note_address(rec.host, oob[2], ev)
+    elif "GPU Direct RDMA" in msg:
+        _gdr_line(state, rec, ev)
+
+
+def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
+    if "Using" in rec.msg:
+        for idx, name, addr in _IFACE.findall(rec.msg):
+            _device(state, NetDevice(rec.host, "socket", name, int(idx), address=addr, evidence=ev))
+
+
+def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
+    _note_plugin(state, rec, ev)
+    found = _OFI_PROVIDER.search(rec.msg)
+    if found:
+        state.ofi.setdefault("provider", (found[1], ev))
+        if found[2]:
+            state.ofi.setdefault("fabric", (found[2], ev))
+    version = _OFI_VERSION.search(rec.msg)
+    if version:
+        state.ofi.setdefault("version", (version[1], ev))
+
+
+def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
+    family = rec.msg.split(" ", 1)[0].rstrip(":")[4:]
+    state.plugins.setdefault(f"family:{family}", ev)
+    _note_plugin(state, rec, ev)
+    if "GPU Direct RDMA" in rec.msg:
+        _gdr_line(state, rec, ev)
+    elif "/RoCE" in rec.msg or "/IB" in rec.msg:  # gIB prints NET/IB-style device lists
+        _net_ib(state, rec, ev)
+    elif "Using" in rec.msg:
+        for idx, name, addr in _IFACE.findall(rec.msg):
+            _device(state, NetDevice(rec.host, "plugin", name, int(idx), address=addr, evidence=ev))
+
+
+def _plugin(state: LogState, rec: Record, ev: Evidence) -> None:
+    _note_plugin(state, rec, ev)
+    if rec.msg.startswith("Assigned NET plugin"):  # 2.27+: the comm's network, like "Using network"
+        _network(state, rec.msg.split()[3], ev)
+
+
+def _note_plugin(state: LogState, rec: Record, ev: Evidence) -> None:
+    env = next((v for (name, v), _ev in state.env.items() if name == "NCCL_NET_PLUGIN"), None)
+    plugins.note(state.plugin_rows, rec.msg, ev, env)
+
+
+def _gdr_line(state: LogState, rec: Record, ev: Evidence) -> None:
+    enabled = "RDMA Enabled" in rec.msg
+    state.gdr_lines.setdefault((rec.host, enabled), ev)
+
+
+def _connected(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _RING_GDR.search(rec.msg)
+    if found:
+        state.ring_gdr.setdefault((rec.host, found[1] == "1", found[2] == "1"), ev)
+    elif "NVLS" in rec.msg:
+        state.nvls.setdefault("connected", ev)
+    elif "CollNet" in rec.msg or "collNet" in rec.msg:
+        state.collnet.setdefault("connected", ev)
+
+
+def _nvls(state: LogState, rec: Record, ev: Evidence) -> None:
+    if rec.msg.startswith("NVLS comm") or "Created Multicast" in rec.msg:
+        state.nvls.setdefault("used", ev)
+
+
+def _collnet(state: LogState, rec: Record, ev: Evidence) -> None:
+    if " via " in rec.msg:
+        state.collnet.setdefault("used", ev)
+
+
+def _comm(state: LogState, rec: Record, ev: Evidence) -> None:
+    fields = dict(_KV.findall(rec.msg))
+    if "rank" not in fields:
+        return
+    if "nNodes" in fields and fields["nNodes"].isdigit():
+        state.nnodes.setdefault(int(fields["nNodes"]), ev)
+    proc = (rec.host, rec.pid)
+    entry = state.ranks.get((proc, fields.get("comm")))
+    if entry is None:
+        if len(state.ranks) >= RANK_LIMIT:
+            state.ranks_dropped += 1
+            return
+        entry = state.ranks[(proc, fields.get("comm"))] = RankEntry(fields, proc, ev)
+    else:
+        entry.fields.update(fields)
+    stage = _STAGE.search(rec.msg)
+    if stage:
+        entry.stages.add(stage[1] or stage[2])
+
+
+def _env(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _ENV.match(rec.msg)
+    if found:
+        state.env.setdefault((found[1], found[2].strip()), ev)
+
+
+def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
+    found = _CHAIN.match(rec.msg)
+    if found:
+        state.note_chain((rec.host, rec.pid), int(found[1]), ev)
+
+
+def _connection(state: LogState, rec: Record, ev: Evidence) -> None:
+    key = channel.key_of(rec.host, rec.dev, rec.msg)
+    if key is not None:
+        entry = state.conn_raw.get(key)
+        if entry is None:
+            state.new_conn(key, 1, ev)
+        else:
+            entry[0] += 1
+
+
+def _device(state: LogState, device: NetDevice) -> None:
+    key = (device.host, device.role, device.name, device.index, device.address)
+    state.devices.setdefault(key, device)
+
+
+def bus_id(text: str | None) -> str | None:
+    return pciaddr.try_normalize(text.removeprefix("0x")) if text else None
+
+
+# a host repeating one of these lines tells nothing new
+_PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
+_BY_WORD = {
+    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
+    "NET": _bootstrap, "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi,
+    "NET/Plugin": _plugin, "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin,
+    "TUNER/Plugin": _plugin, "PROFILER/Plugin": _plugin, "ENV/Plugin": _plugin, "Plugin": _plugin,
+    "No": _plugin, "Initializing": _plugin,
+    "GPU": _gdr_line,
+    "Connected": _connected, "NVLS": _nvls, "CollNet": _collnet, "Channel": _connection, "Ring": _connection,
+    "rank": _comm, "comm": _comm, "ncclCommInitRank": _comm, "ncclCommInitRankConfig": _comm,
+    "ncclCommSplit": _comm, "ncclCommInitAll": _comm, "ncclCommInitRankScalable": _comm, "[Rank": _comm,
+    "ncclCommShrink": _comm,
+}

@@ -1,0 +1,128 @@
+"""The mutable accumulator the log scanner fills, line by line; :mod:`.summary` freezes it.
+
+Everything is keyed so that memory depends on the job's size (processes, ranks, peers, devices), not on
+the log's: repeated lines only bump counters and keep the first line as evidence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
+
+SEEN_LIMIT = 65536
+CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
+Proc = tuple  # (host or None, pid or None)
+
+
+@dataclass
+class ErrorEntry:
+    category: str
+    level: str
+    evidence: Evidence
+    explanation: str
+    proc: Proc
+    count: int = 1
+    related: list[Evidence] = field(default_factory=list)  # return-code chains of this WARN
+
+
+@dataclass
+class RankEntry:
+    """One process's view of one communicator (keyed by process and comm pointer)."""
+
+    fields: dict[str, str]
+    proc: Proc
+    evidence: Evidence
+    stages: set[str] = field(default_factory=set)  # "START", "COMPLETE", "Destroy", "Abort"
+
+
+@dataclass
+class LogState:
+    """Facts gathered so far. Keys hold the first evidence; counters hold how many lines agreed."""
+
+    # (host, version) -> [lines, first line]: NCCL prints its version once per process, so the count is
+    # the processes' (kept per host, not per pid: a job restarted a hundred times adds no entries)
+    versions: dict[tuple[str | None, str], list] = field(default_factory=dict)
+    bare_versions: dict[str, list] = field(default_factory=dict)  # version -> [lines, first line]
+    cuda_driver: dict[int, Evidence] = field(default_factory=dict)
+    networks: dict[str, list] = field(default_factory=dict)  # name -> [processes that said it, first line]
+    plugins: dict[str, Evidence] = field(default_factory=dict)  # "sharp", "family:FasTrak", ...
+    plugin_rows: dict[tuple, object] = field(default_factory=dict)  # (kind, key) -> plugins.PluginRow
+    ofi: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # provider/fabric/version
+    devices: dict[tuple, NetDevice] = field(default_factory=dict)  # (host, role, name, index, address)
+    addresses: dict[str | None, dict[str, Evidence]] = field(default_factory=dict)  # host -> ip -> ev
+    gdr_lines: dict[tuple, Evidence] = field(default_factory=dict)  # (host, enabled) -> evidence
+    ring_gdr: dict[tuple, Evidence] = field(default_factory=dict)  # (host, pxn, gdr) -> evidence
+    nvls: dict[str, Evidence] = field(default_factory=dict)
+    collnet: dict[str, Evidence] = field(default_factory=dict)
+    ranks: dict[tuple, RankEntry] = field(default_factory=dict)  # (proc, comm pointer) -> entry
+    nnodes: dict[int, Evidence] = field(default_factory=dict)
+    test_ranks: dict[int, tuple[str, int, Evidence]] = field(default_factory=dict)  # nccl-tests rank
+    env: dict[tuple[str, str], Evidence] = field(default_factory=dict)
+    errors: dict[tuple, ErrorEntry] = field(default_factory=dict)
+    # the first "-> N" of a process that has printed no WARN yet; a later WARN of it takes the line
+    chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)
+    last_warn: dict[Proc, list] = field(default_factory=dict)  # process -> [error key, chain after it seen]
+    # (prefix "host:pid:tid [dev]", text after "Channel NN/N : ") -> [lines, first evidence]
+    conn_raw: dict[tuple[bytes, bytes], list] = field(default_factory=dict)
+    procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
+    host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
+    ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
+    ranks_dropped: int = 0  # Init lines past the rank-table limit
+    procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
+    conns_dropped: int = 0  # connection lines with a key past the connection-table limit
+    seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+
+    def new_conn(self, key: tuple[bytes, bytes], count: int, ev: Evidence) -> None:
+        """A connection key seen for the first time (``count`` lines, the first of them ``ev``)."""
+        if len(self.conn_raw) < CONN_LIMIT:
+            self.conn_raw[key] = [count, ev]
+        else:
+            self.conns_dropped += count
+
+    def seen(self, host: str | None, msg: str) -> bool:
+        """True when this host already printed this exact message (a bounded cache, so a rare miss is
+        only repeated work)."""
+        key = (host, msg)
+        if key in self.seen_lines:
+            return True
+        if len(self.seen_lines) >= SEEN_LIMIT:
+            self.seen_lines.clear()
+        self.seen_lines.add(key)
+        return False
+
+    def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
+                   key: str) -> tuple:
+        found = self.errors.get((category, key))
+        if found is None:
+            self.errors[(category, key)] = ErrorEntry(category, level, ev, explanation, proc)
+        else:
+            found.count += 1
+        return (category, key)
+
+    def note_warn(self, proc: Proc, key: tuple) -> None:
+        """A WARN of ``proc`` (its error under ``key``): it owns the process's chain seen before it."""
+        waiting = self.chains.pop(proc, None)
+        self.last_warn[proc] = [key, False]
+        if waiting is not None:
+            self._relate(key, waiting[1])
+
+    def note_chain(self, proc: Proc, code: int, ev: Evidence) -> None:
+        """A return-code chain line: the first after a WARN belongs to that WARN; with no WARN yet, the
+        process's first chain waits for the next WARN (and is judged alone if none comes)."""
+        warn = self.last_warn.get(proc)
+        if warn is None:
+            self.chains.setdefault(proc, (code, ev))
+        elif not warn[1]:
+            warn[1] = True
+            self._relate(warn[0], ev)
+
+    def _relate(self, key: tuple, ev: Evidence) -> None:
+        entry = self.errors.get(key)
+        if entry is not None and len(entry.related) < RELATED_LIMIT:
+            entry.related.append(ev)
+
+    def note_address(self, host: str | None, ip: str, ev: Evidence) -> None:
+        if ip and not ip.startswith("127."):
+            self.addresses.setdefault(host, {}).setdefault(ip, ev)
