@@ -33,7 +33,8 @@ COMMANDS = ("probe", "topo", "diagnose", "bandwidth")
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU seconds of one child process; it must exit 0 or 1 (1: findings)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    where = env["PYTHONPATH"].split(os.pathsep)[0]  # the source tree under test
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=where)
     out, err = proc.stdout.read(), proc.stderr.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -66,16 +67,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--commands", default=",".join(COMMANDS))
     parser.add_argument("--path", action="store_true", help="replay a copy of the archive by path")
+    parser.add_argument("--src", type=Path, default=ROOT,
+                        help="the topodoc source tree to run (another checkout, for before/after)")
     args = parser.parse_args()
+    src = args.src.resolve()
     env = {k: v for k, v in os.environ.items() if k not in ("TOPODOC_DEBUG",)}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(src) + os.pathsep + env.get("PYTHONPATH", "")
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
         work = Path(tmp)
         source = f"example:{args.example}"
         if args.path:
             copy = work / f"{args.example}.tar.gz"
-            shutil.copyfile(ROOT / "fixtures" / "hosts" / args.example / "recording.tar.gz", copy)
+            shutil.copyfile(src / "fixtures" / "hosts" / args.example / "recording.tar.gz", copy)
             source = str(copy)
         base_wall, base_cpu = measure([py, "-c", "pass"], args.repeat, env, True, work)
         rows = [("python -c pass", "", base_wall, base_cpu)]
@@ -86,8 +90,8 @@ def main() -> None:
             for cold in (True, False):
                 rows.append((f"{name} --from {source}", "cold" if cold else "warm",
                              *measure(argv, args.repeat, env, cold, work)))
-    print(f"median of {args.repeat} runs each; python {sys.version.split()[0]}; {os.cpu_count()} CPUs; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"source {src}; median of {args.repeat} runs each; python {sys.version.split()[0]}; "
+          f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
     print(f"{'command':<44} {'cache':<5} {'wall s':>7} {'cpu s':>7} {'x pass wall':>12} {'x pass cpu':>11}")
     for label, cache, wall, cpu in rows:
         print(f"{label[:44]:<44} {cache:<5} {wall:7.3f} {cpu:7.3f} {wall / base_wall:12.1f} "
