@@ -114,6 +114,17 @@ def test_a_bad_or_stale_snapshot_is_ignored_and_replaced(tmp_path, content):
     assert json.loads(stored.read_bytes())["code"] != "x"  # collected again and stored again
 
 
+def test_a_warm_run_reads_the_stored_snapshot_instead_of_replaying(tmp_path):
+    cache = tmp_path / "c"
+    topodoc(cache, "probe", "--from", str(SMALL))
+    stored = entry_of(cache, SMALL) / replaycache.SNAPSHOT
+    data = json.loads(stored.read_text())
+    data["snapshot"]["host"]["hostname"] = "from-the-cache"  # same code: the stored Snapshot is trusted
+    stored.write_text(json.dumps(data))
+    assert json.loads(topodoc(cache, "probe", "--from", str(SMALL), "--json").stdout)["host"]["hostname"] \
+        == "from-the-cache"
+
+
 def test_a_snapshot_from_other_code_is_not_used(tmp_path):
     cache = tmp_path / "c"
     topodoc(cache, "probe", "--from", str(SMALL))

@@ -19,9 +19,10 @@ after a build, the least recently used entries no process holds are removed unti
 :data:`MAX_BYTES` (``TOPODOC_REPLAY_CACHE_MB``; 0 turns the cache off).
 
 ``snapshot.json`` holds the Snapshot ``collect`` returned for the tree, with the SHA-256 of every
-topodoc source file the collecting process had loaded, its Python version and topodoc version: a
-later process uses it only when all of those are unchanged, so it is the Snapshot ``collect`` would
-return (the ``source`` label, which ``collect`` only copies in, is set by the caller).
+topodoc (and ``regex``) source file the collecting process had loaded, its Python version and
+topodoc version: a later process uses it only when all of those are unchanged, so it is the Snapshot
+``collect`` would return (the ``source`` label, which ``collect`` only copies in, is set by the
+caller).
 """
 
 from __future__ import annotations
@@ -392,8 +393,7 @@ def cached_snapshot(digest: str):
 
 def code_fingerprint(files: list[str]) -> str | None:
     """SHA-256 over the paths and contents of ``files``; None when one cannot be read."""
-    regex = getattr(sys.modules.get("regex"), "__version__", "")  # the one library collect parses with
-    digest = hashlib.sha256(f"{sys.version_info[:2]}|{__version__}|{regex}".encode())
+    digest = hashlib.sha256(f"{sys.version_info[:2]}|{__version__}".encode())
     for path in files:
         try:
             with open(path, "rb") as handle:
@@ -405,11 +405,15 @@ def code_fingerprint(files: list[str]) -> str | None:
     return digest.hexdigest()
 
 
+SOURCES = ("topodoc", "regex")  # our code, and the one library the collectors parse with
+
+
 def loaded_sources() -> list[str]:
-    """The source files of every topodoc module this process has loaded."""
+    """The Python source files of every topodoc and regex module this process has loaded (a new regex
+    release changes its ``.py`` files, its version among them)."""
     files = set()
     for name, module in list(sys.modules.items()):
-        if name == "topodoc" or name.startswith("topodoc."):
+        if name.split(".")[0] in SOURCES:
             path = getattr(module, "__file__", None)
             if path and path.endswith(".py"):
                 files.add(os.path.abspath(path))
