@@ -9,8 +9,10 @@ time), and in-process CLI runs share the per-process cache of extracted recordin
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,11 @@ SHM = "/dev/shm"
 if "TMPDIR" not in os.environ and os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK):
     os.environ["TMPDIR"] = SHM  # inherited by the subprocess CLI runs too
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
+
+# The per-user replay cache (topodoc.probe.replaycache) of this test session: a fresh folder, inherited by
+# the subprocess CLI runs, so tests never read or fill the developer's ~/.cache and start cold.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="topodoc-test-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 
 @dataclass(frozen=True)

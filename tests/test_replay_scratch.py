@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from topodoc.probe import record, scratch
+from topodoc.probe import record, replaycache, scratch
 from topodoc.probe.record import open_recording
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -27,7 +27,8 @@ HOLD = (
 
 
 def env_with(tmp: Path) -> dict:
-    return {**os.environ, "TMPDIR": str(tmp)}
+    """Replays into scratch under ``tmp`` (the per-user replay cache off: it is what these test)."""
+    return {**os.environ, "TMPDIR": str(tmp), replaycache.ENV_MB: "0"}
 
 
 def replay_dirs(tmp: Path) -> list[Path]:
@@ -101,6 +102,7 @@ def test_big_trees_go_to_disk_not_to_tmpfs(tmp_path, monkeypatch):
     assert scratch.place_for(scratch.SHM_MAX_BYTES + 1) is None
     monkeypatch.setattr(scratch, "SHM_MAX_BYTES", 4096)  # the recording's ~120 entries exceed it
     monkeypatch.setattr(record, "_cache", {})
+    monkeypatch.setenv(replaycache.ENV_MB, "0")
     host = open_recording(RECORDING)
     assert Path(host.fs.root).is_relative_to(disk) and not any(fake_shm.iterdir())
 

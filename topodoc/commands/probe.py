@@ -25,13 +25,12 @@ Example:
               metavar="SECONDS", help="Live: no NVML call or nvidia-smi after this long; the rest are gaps.")
 def command(source: str | None, root: str | None, as_json: bool, deadline: float) -> None:
     """Probe this machine (or a recording): GPUs, PCIe paths, NUMA, NICs, and what could not be read."""
-    from topodoc.probe.collect import collect
     from topodoc.probe.source import SourceError, host_for_root, load_snapshot
 
     if source and root:
         _fail("give either --from or --root, not both")
     try:
-        snapshot = collect(*host_for_root(root)) if root else load_snapshot(source, deadline)
+        snapshot = _collect(*host_for_root(root)) if root else load_snapshot(source, deadline)
     except SourceError as err:
         _fail(str(err))
     if as_json:
@@ -43,6 +42,12 @@ def command(source: str | None, root: str | None, as_json: bool, deadline: float
     from topodoc.report.probe import render_probe
 
     click.echo(render_probe(snapshot), nl=False)
+
+
+def _collect(host, name: str):
+    from topodoc.probe.collect import collect  # here: a cached replay never loads the collectors
+
+    return collect(host, name)
 
 
 def _fail(message: str):

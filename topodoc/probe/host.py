@@ -78,9 +78,15 @@ class RootFs:
     recording did not note as failing is reported NOT_RECORDED.
     """
 
-    def __init__(self, root: str | Path, failures: dict[str, tuple[GapReason, str]] | None = None) -> None:
+    def __init__(self, root: str | Path, failures: dict[str, tuple[GapReason, str]] | None = None,
+                 links_inside: bool = False) -> None:
         self.root = os.path.abspath(str(root))
         self.failures = failures
+        # The kernel may resolve paths (one open + one readlink, not a readlink per part) when that
+        # gives what :meth:`_resolve_parts` gives: on ``/``, and on a tree whose every symlink stays
+        # inside it as written (:func:`links_stay_inside`), where no walk can climb out and back.
+        self._kernel = (self.root == "/" or links_inside) and _KERNEL_RESOLVE
+        self._real_root = os.path.realpath(self.root) if self._kernel else self.root
 
     @property
     def is_live(self) -> bool:
@@ -157,6 +163,35 @@ class RootFs:
 
     def _resolve(self, path: str) -> str:
         """Resolve every symlink in ``path`` inside the root; returns the real machine path."""
+        if self._kernel and type(self)._note_link is RootFs._note_link:  # a recorder sees each link
+            real = self._kernel_resolve(path)
+            if real is not None:
+                return real
+        return self._resolve_parts(path)
+
+    def _kernel_resolve(self, path: str) -> str | None:
+        """The kernel's resolution of ``path`` under the root, or None when it fails (missing, a loop,
+        not a folder) or lands outside the root: :meth:`_resolve_parts` then answers."""
+        try:
+            fd = os.open(self.host_path(path), os.O_PATH | os.O_CLOEXEC)
+        except (OSError, ValueError):
+            return None
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        root = self._real_root
+        if root == "/":
+            return real if real.startswith("/") else None
+        if real == root:
+            return "/"
+        return real[len(root) :] if real.startswith(root + "/") else None
+
+    def _resolve_parts(self, path: str) -> str:
+        """:meth:`_resolve` one part at a time, a ``readlink`` each: absolute targets re-rooted and
+        ``..`` stopping at the root."""
         hops = 0
         todo = [part for part in path.split("/") if part]
         current = "/"
@@ -196,6 +231,51 @@ class RootFs:
         if reason is GapReason.MISSING and self.failures is not None:
             reason = GapReason.NOT_RECORDED
         return FsError(norm, reason, err.strerror or str(err))
+
+
+def _kernel_resolves() -> bool:
+    """True where ``O_PATH`` and ``/proc/self/fd`` exist (Linux with /proc mounted)."""
+    if not hasattr(os, "O_PATH"):
+        return False
+    try:
+        fd = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "/"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+_KERNEL_RESOLVE = _kernel_resolves()
+
+
+def links_stay_inside(root: str, cap: int = 200_000) -> bool:
+    """True when every symlink under ``root`` points, as written, to a path inside ``root`` from its own
+    folder (relative, never climbing above ``root``): what every recording topodoc writes holds. False
+    for an absolute target, one that climbs out, or a tree of more than ``cap`` entries."""
+    seen, todo = 0, [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            return False
+        for item in entries:
+            seen += 1
+            if seen > cap:
+                return False
+            here = f"{rel}/{item.name}" if rel else item.name
+            if item.is_symlink():
+                target = os.readlink(item.path)
+                lexical = os.path.normpath(os.path.join(os.path.dirname(here), target))
+                if target.startswith("/") or lexical == ".." or lexical.startswith("../"):
+                    return False
+            elif item.is_dir(follow_symlinks=False):
+                todo.append(here)
+    return True
 
 
 def _read_capped(path: str, cap: int) -> bytes:

@@ -12,6 +12,7 @@ With ``SOURCE_DATE_EPOCH`` set (reproducible-builds.org), ``recorded_at`` and ev
 archive are that instant, so the same machine state always gives the same archive bytes.
 
 ``open_recording`` checks the whole archive, then extracts it (see :mod:`topodoc.probe.archive`)
+into the per-user replay cache (:mod:`topodoc.probe.replaycache`), or, when that cannot be used,
 into a scratch folder (see :mod:`topodoc.probe.scratch`: ``/dev/shm`` for small trees, removed at
 exit and on SIGTERM/SIGHUP, swept when a killed process left one). Each archive is extracted once per
 process (keyed by the SHA-256 of its bytes; at most :data:`CACHE_SIZE` trees kept) and every call
@@ -21,7 +22,6 @@ the agent) pays once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -33,9 +33,17 @@ from pathlib import Path
 
 from topodoc import __version__
 from topodoc.model import GapReason
-from topodoc.probe import scratch
-from topodoc.probe.archive import ArchiveError, Members, SafeArchive, open_regular, write_archive
-from topodoc.probe.host import Host, RecordingNvml, RecordingRunner, RootFs, TapeNvml, TapeRunner
+from topodoc.probe import replaycache, scratch
+from topodoc.probe.archive import ArchiveError, Members, SafeArchive, write_archive
+from topodoc.probe.host import (
+    Host,
+    RecordingNvml,
+    RecordingRunner,
+    RootFs,
+    TapeNvml,
+    TapeRunner,
+    links_stay_inside,
+)
 from topodoc.probe.recordfs import RecordingFs
 
 FORMAT = 1
@@ -144,25 +152,56 @@ def safe_target(link: str, target: str) -> str:
     return posixpath.relpath(resolved, folder)
 
 
-def open_recording(path) -> Host:
-    """A Host replaying the recording at ``path`` (extracted safely, once per process)."""
-    directory = _extracted(str(path))
+def open_recording(path, digest: str | None = None) -> Host:
+    """A Host replaying the recording at ``path`` (extracted safely, once per user while the replay
+    cache holds it, else once per process); ``digest``: the SHA-256 of its bytes when known."""
+    directory = _extracted(str(path), digest)
     return open_directory(directory, label=str(path))
 
 
-_cache: dict[str, str] = {}
+_cache: dict[str, str] = {}  # digest -> extracted tree (the replay cache's, or this process's scratch)
+_scratch: set[str] = set()  # the trees in _cache that are this process's to remove
 _cache_lock = threading.Lock()
 
 
-def _extracted(path: str) -> str:
-    key = _digest(path)
+def _extracted(path: str, digest: str | None = None) -> str:
+    key = digest or archive_digest(path)
     with _cache_lock:
         if key not in _cache:
-            tree = _extract_to_scratch(path)
+            tree = cached_tree(path, key)
+            if tree is None:
+                tree = _extract_to_scratch(path)
+                _scratch.add(tree)
             if len(_cache) >= CACHE_SIZE:
-                scratch.remove_tree(_cache.pop(next(iter(_cache))))
+                old = _cache.pop(next(iter(_cache)))
+                if old in _scratch:
+                    _scratch.discard(old)
+                    scratch.remove_tree(old)
             _cache[key] = tree
         return _cache[key]
+
+
+def cached_tree(path: str, digest: str) -> str | None:
+    """The recording's tree in the replay cache (extracted there first when missing), or None when
+    the cache cannot be used (off, unwritable, busy)."""
+    root = replaycache.cache_root()
+    if root is None:
+        return None
+
+    def build(folder: str) -> int:
+        with SafeArchive(path) as archive:
+            archive.extract(folder)
+            return archive.plan.footprint
+
+    try:
+        entry = replaycache.open_entry(root, digest, build)
+    except OSError:
+        return None  # the cache folder failed under us (full disk, permissions): no cache
+    except ArchiveError as err:
+        if isinstance(err.__cause__, OSError):
+            return None  # writing failed (a full disk): the scratch extraction says what is wrong
+        raise
+    return os.path.join(entry, replaycache.TREE) if entry else None
 
 
 def _extract_to_scratch(path: str) -> str:
@@ -196,15 +235,12 @@ def _extract_into(archive: SafeArchive, place: str | None) -> str:
     return tree
 
 
-def _digest(path: str) -> str:
-    digest = hashlib.sha256()
+def archive_digest(path: str) -> str:
+    """SHA-256 of the archive's bytes (refusing anything but a regular file)."""
     try:
-        with open_regular(path) as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as err:
-        raise ArchiveError(f"{path}: not a readable recording archive ({err.strerror or err})") from err
-    return digest.hexdigest()
+        return replaycache.file_digest(path)
+    except replaycache.DigestError as err:
+        raise ArchiveError(str(err)) from err
 
 
 def open_directory(directory, label: str | None = None) -> Host:
@@ -224,7 +260,7 @@ def open_directory(directory, label: str | None = None) -> Host:
     fs_root = root / "fs"
     if not fs_root.is_dir():
         raise ArchiveError(f"{label}: not a topodoc recording (no fs/ directory)")
-    return Host(RootFs(fs_root, failures), nvml, runner, meta)
+    return Host(RootFs(fs_root, failures, links_inside=links_stay_inside(str(fs_root))), nvml, runner, meta)
 
 
 META_TEXT = ("name", "recorded_at", "topodoc_version")
@@ -271,3 +307,13 @@ def _load_json(root: Path, name: str, archive, default=_REQUIRED) -> dict:
     if not isinstance(data, dict):
         raise ArchiveError(f"{archive}: {name} must hold a JSON object")
     return data
+
+
+def store_snapshot(digest: str, snapshot, name: str | None) -> None:
+    """Keep ``snapshot`` (collected from the recording with this digest) next to its cached tree."""
+    from topodoc import codec
+
+    tree = _cache.get(digest)
+    if tree is None or tree in _scratch:
+        return  # not in the replay cache
+    replaycache.write_snapshot(os.path.dirname(tree), codec.to_data(snapshot), name)

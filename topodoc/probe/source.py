@@ -7,11 +7,14 @@ one :class:`SourceError` with a one-line message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import TYPE_CHECKING
 
 from topodoc import model
-from topodoc.probe.archive import ArchiveError
-from topodoc.probe.host import Host
+
+if TYPE_CHECKING:  # imported where used: a cached replay loads neither
+    from topodoc.probe.host import Host
 
 EXAMPLE = "example:"
 
@@ -27,16 +30,23 @@ def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE
     """The Host for ``spec`` and the source name a Snapshot should carry; a live Host asks nothing of
     NVML or nvidia-smi after ``deadline_s`` seconds (what it has then is reported, the rest as gaps)."""
     if spec is None or spec == "live":
+        from topodoc.probe.host import Host
+
         return Host.live(deadline_s), "live"
+    return _open(*_recording(spec))
+
+
+def _recording(spec: str) -> tuple[str, str | None]:
+    """The archive path ``spec`` names and the source label it gives (None: the recording's own name)."""
     if spec.startswith(EXAMPLE):
-        return _open(_example(spec[len(EXAMPLE) :]), spec)
+        return _example(spec[len(EXAMPLE) :]), spec
     if not os.path.exists(spec):
         raise SourceError(f"no such recording: {spec}")
     if not os.path.isdir(spec) and not spec.endswith((".tar.gz", ".tgz")) and _is_text_machine(spec):
         raise _TextMachine(spec)
     if os.path.isdir(spec) or not spec.endswith((".tar.gz", ".tgz")):
         raise SourceError(f"not a recording archive (expected NAME.tar.gz): {spec}")
-    return _open(spec, None)
+    return spec, None
 
 
 def _example(name: str) -> str:
@@ -48,20 +58,26 @@ def _example(name: str) -> str:
         raise SourceError(str(err)) from err
 
 
-def _open(path: str, source: str | None) -> tuple[Host, str]:
+def _open(path: str, source: str | None, digest: str | None = None) -> tuple[Host, str]:
+    from topodoc.probe.archive import ArchiveError
     from topodoc.probe.record import open_recording
 
     try:
-        host = open_recording(path)
+        host = open_recording(path, digest)
     except ArchiveError as err:
         raise SourceError(str(err)) from err
-    return host, source or str(host.meta.get("name") or os.path.basename(path))
+    return host, _label(source, host.meta.get("name"), path)
+
+
+def _label(source: str | None, name, path: str) -> str:
+    return source or str(name or os.path.basename(path))
 
 
 def host_for_root(root: str) -> tuple[Host, str]:
     """``--root DIR``: an extracted recording (``meta.json`` + ``fs/``) replays whole; any other
     directory is read as a filesystem root (like ``HWLOC_FSROOT``) with NVML and commands absent."""
-    from topodoc.probe.host import RootFs, TapeNvml, TapeRunner
+    from topodoc.probe.archive import ArchiveError
+    from topodoc.probe.host import Host, RootFs, TapeNvml, TapeRunner
     from topodoc.probe.record import open_directory
 
     if not os.path.isdir(root):
@@ -94,14 +110,39 @@ def _is_text_machine(path: str) -> bool:
 
 def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> model.Snapshot:
     """Collect a Snapshot from the machine ``spec`` names (see :func:`resolve_source`); a hardware text
-    file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording."""
-    from topodoc.probe.collect import collect
+    file (hwloc XML, NCCL topology XML, ``topodoc probe --json``) is read like a recording. A
+    recording's Snapshot comes from the replay cache when the same code collected it before."""
+    if spec is None or spec == "live":
+        from topodoc.probe.collect import collect
+        from topodoc.probe.host import Host
 
+        return collect(Host.live(deadline_s), "live")
     try:
-        host, source = resolve_source(spec, deadline_s)
+        path, source = _recording(spec)
     except _TextMachine:
         return _text_snapshot(str(spec))
-    return collect(host, source)
+    return _replayed(path, source)
+
+
+def _replayed(path: str, source: str | None) -> model.Snapshot:
+    from topodoc.probe import replaycache
+
+    try:
+        digest = replaycache.file_digest(path)
+    except replaycache.DigestError as err:
+        raise SourceError(str(err)) from err
+    cached = replaycache.cached_snapshot(digest)
+    if cached is not None:
+        snapshot, name = cached
+        return dataclasses.replace(snapshot, source=_label(source, name, path))
+    from topodoc.probe import record
+    from topodoc.probe.collect import collect
+
+    host, label = _open(path, source, digest)
+    snapshot = collect(host, label)
+    if host.meta.get("recorded_at"):  # else collect stamps the time now: not the same result twice
+        record.store_snapshot(digest, snapshot, host.meta.get("name"))
+    return snapshot
 
 
 def _text_snapshot(path: str) -> model.Snapshot:

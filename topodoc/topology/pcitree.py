@@ -184,8 +184,26 @@ class RouteBuilder:
         self.pci = snapshot.pci
         self.names = names
         self.numa_cpus = {n.node: n.cpulist for n in snapshot.numa}
+        # Per device, computed once: a route between N² endpoint pairs walks the same few chains.
+        self._chains: dict[str, list[str]] = {}
+        self._hops: dict[str, Hop] = {}
+        self._links: dict[tuple[str, str, str], Link | None] = {}
+        self._cpu_side: dict[str, tuple[str, int | None]] = {}
+
+    def chain(self, address: str) -> list[str]:
+        """:func:`chain`, once per address (the list is shared: never change it)."""
+        found = self._chains.get(address)
+        if found is None:
+            found = self._chains[address] = chain(self.pci, address)
+        return found
 
     def hop(self, address: str) -> Hop:
+        found = self._hops.get(address)
+        if found is None:
+            found = self._hops[address] = self._hop(address)
+        return found
+
+    def _hop(self, address: str) -> Hop:
         if address in self.names:
             return self.names[address]
         kind = port_kind(self.pci, address)
@@ -204,7 +222,7 @@ class RouteBuilder:
     def route(self, a: str, b: str) -> Route | None:
         if a not in self.pci or b not in self.pci:
             return None
-        ca, cb = chain(self.pci, a), chain(self.pci, b)
+        ca, cb = self.chain(a), self.chain(b)
         common = next((x for x in ca if x in cb), None)
         if common is not None:
             up, down, middle = ca[: ca.index(common)], cb[: cb.index(common)], [self.hop(common)]
@@ -213,8 +231,7 @@ class RouteBuilder:
         return self._assemble(up, middle, down)
 
     def _through_cpu(self, a: str, b: str) -> list[Hop]:
-        hb_a, hb_b = host_bridge(self.pci, a) or "pci?", host_bridge(self.pci, b) or "pci?"
-        na, nb = numa_of(self.pci, a), numa_of(self.pci, b)
+        (hb_a, na), (hb_b, nb) = self._cpu_of(a), self._cpu_of(b)
         if hb_a == hb_b:
             return [Hop(HOST_BRIDGE, hb_a, "host bridge")]
         hops = [Hop(HOST_BRIDGE, hb_a, "host bridge"), self.numa_hop(na)]
@@ -222,16 +239,30 @@ class RouteBuilder:
             hops.append(self.numa_hop(nb))
         return hops + [Hop(HOST_BRIDGE, hb_b, "host bridge")]
 
+    def _cpu_of(self, address: str) -> tuple[str, int | None]:
+        """The device's host bridge ("pci?" when unknown) and NUMA node, once per address."""
+        found = self._cpu_side.get(address)
+        if found is None:
+            found = (host_bridge(self.pci, address) or "pci?", numa_of(self.pci, address))
+            self._cpu_side[address] = found
+        return found
+
+    def _link(self, child: str, child_id: str, parent_id: str) -> Link | None:
+        key = (child, child_id, parent_id)
+        if key not in self._links:
+            self._links[key] = pcie_link(self.pci, child, child_id, parent_id)
+        return self._links[key]
+
     def _assemble(self, up: list[str], middle: list[Hop], down: list[str]) -> Route:
         hops = [self.hop(x) for x in up] + middle + [self.hop(x) for x in reversed(down)]
         links: list[Link] = []
         for i, addr in enumerate(up):
-            link = pcie_link(self.pci, addr, hops[i].id, hops[i + 1].id)
+            link = self._link(addr, hops[i].id, hops[i + 1].id)
             links += [link] if link else []
         links += [Link(SMP, x.id, y.id) for x, y in zip(middle, middle[1:], strict=False)
                   if x.kind == NUMA and y.kind == NUMA]
         offset = len(up) + len(middle)
         for j, addr in enumerate(reversed(down)):
-            link = pcie_link(self.pci, addr, hops[offset + j].id, hops[offset + j - 1].id)
+            link = self._link(addr, hops[offset + j].id, hops[offset + j - 1].id)
             links += [link] if link else []
         return Route(tuple(hops), tuple(links), bottleneck(tuple(links)))

@@ -19,6 +19,7 @@ Vocabulary:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from topodoc.topology.vocab import NCCL_PATHS, SMI_LEVELS  # noqa: F401 (re-exported)
 
@@ -169,10 +170,17 @@ class Topology:
 
     def connection(self, a: str, b: str) -> Connection | None:
         """The connection between two endpoint names, in either order."""
+        return self._connections.get((a, b))
+
+    @cached_property
+    def _connections(self) -> dict[tuple[str, str], Connection]:
+        """Every connection under both orders of its ends, built on first use (the first one listed
+        wins, as a scan would find it). Not a field: it is neither compared nor serialised."""
+        index: dict[tuple[str, str], Connection] = {}
         for conn in (*self.gpu_pairs, *self.gpu_nic, *self.nic_pairs):
-            if {conn.a, conn.b} == {a, b}:
-                return conn
-        return None
+            index.setdefault((conn.a, conn.b), conn)
+            index.setdefault((conn.b, conn.a), conn)
+        return index
 
 
 @dataclass(frozen=True)
