@@ -62,8 +62,13 @@ h2:6:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0
 """
     s = analyze_text(text).summary
     assert s.transport == "Socket" and s.gdr is False
+    # benign on one node (the catalogue's ib-no-device-found), but two hosts ended on sockets: the reason
     (error,) = s.errors
-    assert (error.category, error.level, error.line) == ("no_net_device", "INFO", 1)
+    assert (error.category, error.level, error.line, error.signature) == ("no_net_device", "INFO", 1,
+                                                                          "ib-no-device-found")
+    assert not s.benign
+    single = analyze_text("".join(text.splitlines(keepends=True)[:2])).summary  # no network connection
+    assert not single.errors and [e.signature for e in single.benign] == ["ib-no-device-found"]
 
 
 @pytest.mark.parametrize("decoration", [
@@ -260,7 +265,8 @@ def test_watchdog_and_tcpx_ctrl_timeouts_are_explained():
     first, second = analyze_text(text).errors
     assert (first.category, second.category) == ("timeout", "timeout")
     assert (second.level, second.host) == ("WARN", "a3")
-    assert "watchdog" in first.explanation and "GPUDirect-TCPX" in second.explanation
+    assert "PyTorch aborted a collective" in first.explanation and "GPUDirect-TCPX" in second.explanation
+    assert first.signature is not None
 
 
 def test_service_thread_shutdown_info_is_not_a_finding():

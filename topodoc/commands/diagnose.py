@@ -95,7 +95,9 @@ def _analyze(paths: tuple[str, ...]):
     from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze
 
     try:
-        return analyze(list(paths))
+        from topodoc import catalogue
+
+        return analyze(list(paths), catalogue.literals())
     except NoNcclLinesError as err:
         _fail(str(err))
     except (LogInputError, OSError) as err:

@@ -22,7 +22,9 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     from topodoc.parsers.nccl_log import LogInputError, analyze
 
     try:
-        analysis = analyze(list(paths))
+        from topodoc import catalogue
+
+        analysis = analyze(list(paths), catalogue.literals())
     except LogInputError as err:
         click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)

@@ -39,7 +39,7 @@ def _json_value(value) -> str:
 def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)
-    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
+    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis) + _benign(analysis)
     notes = analysis.summary.notes
     parts += ["Notes", *(f"  {note}" for note in notes), ""] if notes else []
     return "\n".join(parts).rstrip() + "\n"
@@ -190,4 +190,18 @@ def _errors(analysis: LogAnalysis) -> list[str]:
         out.append(f"  [{e.category}] {e.file}:{e.line}{times}  {e.text[:160]}")
         out += [f"      + {_where(ev)}  {ev.text[:140]}" for ev in e.related]
         out.append(f"      {e.explanation}")
+        if e.signature:
+            out.append(f"      fix: {e.fix}  [failure catalogue: {e.signature}]")
+    return out
+
+
+def _benign(analysis: LogAnalysis) -> list[str]:
+    """Lines the failure catalogue knows to be harmless: said so, so that nobody chases them."""
+    if not analysis.benign:
+        return []
+    out = ["", "Benign lines (not faults; listed because they look alarming)"]
+    for e in analysis.benign:
+        times = f" (x{e.count})" if e.count > 1 else ""
+        out.append(f"  [benign] {e.file}:{e.line}{times}  {e.text[:160]}")
+        out.append(f"      {e.explanation}  [failure catalogue: {e.signature}]")
     return out

@@ -25,6 +25,7 @@ class ErrorEntry:
     proc: Proc
     count: int = 1
     related: list[Evidence] = field(default_factory=list)  # return-code chains of this WARN
+    detail: dict = field(default_factory=dict)  # LogError's structured fields (signature, fix, ib_status...)
 
 
 @dataclass
@@ -93,10 +94,11 @@ class LogState:
         return False
 
     def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
-                   key: str) -> tuple:
+                   key: str, detail: dict | None = None) -> tuple:
         found = self.errors.get((category, key))
         if found is None:
-            self.errors[(category, key)] = ErrorEntry(category, level, ev, explanation, proc)
+            entry = ErrorEntry(category, level, ev, explanation, proc, detail=detail or {})
+            self.errors[(category, key)] = entry
         else:
             found.count += 1
         return (category, key)
