@@ -366,3 +366,16 @@ def test_a_return_code_chain_is_evidence_of_the_warn_of_its_process():
         ("socket_error", "nodeB", first + 1), ("system_error", "nodeA", first + 4)]
     assert [ev.line for ev in errors[0].related] == [first, first + 2]  # the chain before and after it
     assert errors[1].related == ()
+
+
+def test_one_node_proven_when_every_rank_connects_inside_one_machine():
+    """Real DeepSpeed pod log (fixtures/logs/real/shm-2gpu-pod-init-complete.log, source in its truth file):
+    ranks 0 and 1 of a 2-rank communicator both print their rows, SHM only, on one host: one node, and the
+    transport is none. Without rank 1's own rows nothing proves rank 1 is on that machine."""
+    path = LOGS / "real" / "shm-2gpu-pod-init-complete.log"
+    s = analyze_text(path.read_text()).summary
+    assert (s.nnodes, s.transport) == (1, "none")
+    assert all("via direct shared memory" in ev.text for ev in s.evidence["nnodes"])
+    alone = "".join(line for line in path.read_text().splitlines(keepends=True) if ":98:" not in line)
+    s = analyze_text(alone).summary
+    assert s.nnodes is None and s.transport != "none"

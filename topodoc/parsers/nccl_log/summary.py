@@ -283,12 +283,32 @@ def _nnodes(state: LogState, hosts, ranks, conns, index: _HostIndex) -> tuple[in
     if net and not candidates:
         return None, ()  # network connections prove "more than one", not how many
     if not candidates:
-        return None, ()
+        return _one_machine(hosts, conns, size)
     best = max(n for n, _ev in candidates)
     evidence = tuple(ev for n, ev in candidates if n == best and ev is not None)
     if not evidence:
         evidence = tuple(_host_evidence(state, hosts, index, full=False))
     return best, evidence
+
+
+def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
+    """One node, proven by the connection table: every rank of the communicator (0..nranks-1, or 0..the
+    highest rank or peer seen when no size is printed) has its own connection rows, each rank and peer
+    in them is one of those, and not one row goes through the network; all of it printed on one machine.
+    The rings and trees close inside that machine, so no other node takes part."""
+    if len(hosts) != 1 or hosts[0].machines != 1 or not conns:
+        return None, ()
+    if any(c.transport.startswith(("NET/", "COLLNET")) for c in conns):
+        return None, ()
+    printed = {c.rank for c in conns}
+    reached = printed | {c.peer for c in conns}
+    world = size or max(reached) + 1
+    if printed != set(range(world)) or not reached <= printed:
+        return None, ()
+    first = {}
+    for c in conns:
+        first.setdefault(c.rank, c.evidence)
+    return 1, tuple(ev for _rank, ev in sorted(first.items()) if ev is not None)[:4]
 
 
 def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[int | None, tuple]:
