@@ -379,3 +379,17 @@ def test_one_node_proven_when_every_rank_connects_inside_one_machine():
     alone = "".join(line for line in path.read_text().splitlines(keepends=True) if ":98:" not in line)
     s = analyze_text(alone).summary
     assert s.nnodes is None and s.transport != "none"
+
+
+@pytest.mark.parametrize(("signature", "version"), [("vllm-nccl-version", "2.21.5"),
+                                                    ("pytorch-distbackend-error", None)])
+def test_framework_lines_state_the_nccl_version(signature, version):
+    """The NCCL release PyTorch (DistBackendError ... NCCL version X) and vLLM (``vLLM is using nccl==X``)
+    print, read from the catalogue's real example lines; a line printed by a framework, not NCCL."""
+    from topodoc import catalogue
+
+    line = catalogue.by_id(signature).examples[0].line
+    stated = catalogue.fields(catalogue.by_id(signature), line)["nccl_version"]
+    assert version is None or stated == version
+    found = analyze([("job.log", io.BytesIO((line + "\n").encode()))], catalogue.literals())
+    assert found.summary.nccl_version == stated and stated in line

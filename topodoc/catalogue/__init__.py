@@ -8,7 +8,8 @@ the line is benign, and at least one real example line with the public thread it
 names and addresses rewritten). Adding a signature is adding one record: :func:`literals` (what the log
 scanner's prefilter looks for) and :func:`match` are computed from the records.
 
-Public API: :func:`signatures`, :func:`literals`, :func:`prefilter`, :func:`match`, :func:`by_id`,
+Public API: :func:`signatures`, :func:`literals`, :func:`prefilter`, :func:`match`, :func:`fields`,
+:func:`by_id`,
 :data:`MAX_LINE`.
 """
 
@@ -111,6 +112,16 @@ def by_id(sig_id: str) -> Signature:
         if sig.id == sig_id:
             return sig
     raise KeyError(sig_id)
+
+
+def fields(sig: Signature, line: str) -> dict[str, str]:
+    """The named groups of ``sig``'s pattern in ``line`` (e.g. ``nccl_version``: the NCCL release a
+    framework line states), empty when it does not match."""
+    for candidate, pattern in _compiled():
+        if candidate.id == sig.id:
+            found = pattern.search(line[:MAX_LINE])
+            return {k: v for k, v in found.groupdict().items() if v is not None} if found else {}
+    return {}
 
 
 def match(line: str) -> Signature | None:

@@ -163,6 +163,7 @@ class Verdict:
     fix: str | None = None
     benign: bool = False
     ib_status: int | None = None
+    nccl_version: str | None = None  # the NCCL release the line states (PyTorch's, vLLM's own lines)
 
     def detail(self) -> dict:
         """The structured fields, for :meth:`LogState.note_error`."""
@@ -183,6 +184,7 @@ def lookup(msg: str, line: str = "") -> Verdict | None:
     """The verdict on an error or warning message (``line``: the whole line it came from, when known), or
     ``None`` when nothing knows it."""
     sig = _signature(msg, line)
+    version = _stated_version(sig, line or msg)
     cqe = _IB_CQE.search(msg)
     if cqe:
         status = int(cqe["status"])
@@ -194,8 +196,14 @@ def lookup(msg: str, line: str = "") -> Verdict | None:
         return generic
     if sig.category == "other" and not sig.benign and generic is not None:
         # a wrapper signature (PyTorch's DistBackendError): the words it wraps name the category
-        return Verdict(generic.category, generic.explanation, sig.id, sig.cause, sig.fix)
-    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign)
+        return Verdict(generic.category, generic.explanation, sig.id, sig.cause, sig.fix,
+                       nccl_version=version)
+    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign,
+                   nccl_version=version)
+
+
+def _stated_version(sig: catalogue.Signature | None, line: str) -> str | None:
+    return catalogue.fields(sig, line).get("nccl_version") if sig is not None else None
 
 
 def _generic(msg: str) -> Verdict | None:
@@ -208,7 +216,10 @@ def _generic(msg: str) -> Verdict | None:
 def catalogued(msg: str, line: str = "") -> Verdict | None:
     """The verdict of the failure catalogue alone (lines that are not warnings: INFO, framework lines)."""
     sig = _signature(msg, line)
-    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign) if sig else None
+    if sig is None:
+        return None
+    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign,
+                   nccl_version=_stated_version(sig, line or msg))
 
 
 def classify(msg: str) -> tuple[str, str] | None:

@@ -100,6 +100,8 @@ def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> tuple:
 
 
 def _note(state: LogState, rec: Record, ev: Evidence, msg: str, verdict: errors.Verdict) -> tuple:
+    if verdict.nccl_version:  # PyTorch's DistBackendError, vLLM's "using nccl==": the release in use
+        _stated_version(state, rec, verdict.nccl_version, ev)
     key = re.sub(r"\d+", "N", msg)[:160] + verdict.explanation[:80]  # the explanation keeps IB statuses apart
     return state.note_error(verdict.category, rec.level, ev, verdict.explanation, (rec.host, rec.pid), key,
                             verdict.detail())
@@ -111,6 +113,15 @@ def _version(state: LogState, rec: Record, ev: Evidence) -> None:
         return
     bare = rec.pid is None
     table, key = (state.bare_versions, found[1]) if bare else (state.versions, (rec.host, found[1]))
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [1, ev]
+    else:
+        entry[0] += 1
+
+
+def _stated_version(state: LogState, rec: Record, version: str, ev: Evidence) -> None:
+    table, key = (state.bare_versions, version) if rec.pid is None else (state.versions, (rec.host, version))
     entry = table.get(key)
     if entry is None:
         table[key] = [1, ev]
