@@ -393,3 +393,19 @@ def test_framework_lines_state_the_nccl_version(signature, version):
     assert version is None or stated == version
     found = analyze([("job.log", io.BytesIO((line + "\n").encode()))], catalogue.literals())
     assert found.summary.nccl_version == stated and stated in line
+
+
+def test_a_return_code_chain_after_a_benign_probe_is_no_error():
+    """Real lines (fixtures/logs/real/efa-couldnt-open-av-2-4-horovod.log, aws-ofi-nccl issue 24): the OFI
+    plugin's ``No NIC info`` probe, then ``-> 2`` from the same thread. The chain belongs to the benign probe;
+    the same chain alone is still reported as a system error."""
+    from topodoc import catalogue
+
+    lines = (LOGS / "real" / "efa-couldnt-open-av-2-4-horovod.log").read_text().splitlines()[9:11]
+    assert "No NIC info" in lines[0] and lines[1].endswith("-> 2")
+    both = analyze([("job.log", io.BytesIO(("\n".join(lines) + "\n").encode()))], catalogue.literals())
+    assert not both.errors
+    (probe,) = both.benign
+    assert probe.signature == "ofi-no-nic-info" and [r.line for r in probe.related] == [2]
+    alone = analyze([("job.log", io.BytesIO((lines[1] + "\n").encode()))], catalogue.literals())
+    assert [e.category for e in alone.errors] == ["system_error"]

@@ -89,7 +89,9 @@ def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_er
     if verdict is None and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
         verdict = errors.lookup(msg, ev.text)
     if verdict is not None:
-        _note(state, rec, ev, msg, verdict)
+        key = _note(state, rec, ev, msg, verdict)
+        if verdict.benign:
+            state.note_benign((rec.host, rec.pid), key, ev)
 
 
 _OTHER = errors.Verdict("other", "NCCL printed a warning; read it with the lines around it.")
@@ -268,7 +270,7 @@ def _env(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _CHAIN.match(rec.msg)
-    if found:
+    if found and not state.probe_chain((rec.host, rec.pid), ev):
         state.note_chain((rec.host, rec.pid), int(found[1]), ev)
 
 
