@@ -412,6 +412,34 @@ nccl_no_net_device = error_rule(
 
 
 @rule(
+    "nccl-mixed-link-layers", "warning", ("nccl", "ib", "roce", "log"),
+    title="NCCL's IB device list mixes InfiniBand and RoCE ports",
+    fix="restrict NCCL_IB_HCA to the ports of the training fabric (e.g. NCCL_IB_HCA=^mlx5_1 or an explicit "
+    "list), or give the RDMA devices persistent names so that the Ethernet NIC is never among them",
+)
+def nccl_mixed_link_layers(logs: LogAnalysis) -> Iterator[Hit]:
+    """One host whose NET/IB device list holds /IB and /RoCE ports: NCCL stripes traffic over every listed
+    port, and a RoCE (Ethernet) port among InfiniBand rails cannot reach the InfiniBand peers (a front-end
+    NIC picked up by NCCL, often after device renaming on cloud VMs)."""
+    by_host: dict[str | None, dict[str, list]] = {}
+    for device in logs.devices:
+        if device.role == "hca" and device.link_layer in ("IB", "RoCE"):
+            by_host.setdefault(device.host, {}).setdefault(device.link_layer, []).append(device)
+    for host, layers in by_host.items():
+        if len(layers) < 2:
+            continue
+        roce, ib = layers["RoCE"], layers["IB"]
+        names = ", ".join(f"{d.name}:{d.port}" for d in roce[:4])
+        yield Hit(
+            subject=host or "log",
+            message=f"NCCL uses {len(ib)} InfiniBand port(s) and {len(roce)} RoCE port(s) ({names}) "
+            "together: traffic striped onto the RoCE port cannot reach peers on the InfiniBand fabric (and "
+            "the reverse), so connections through it fail or hang",
+            evidence=tuple(log_line(d.evidence) for d in roce[:1] if d.evidence),
+        )
+
+
+@rule(
     "nccl-benign-lines", "info", ("nccl", "catalogue", "log"),
     title="Lines that look alarming but are benign",
     fix="nothing to do: these lines are expected; look elsewhere for the cause of a failure",
@@ -449,5 +477,6 @@ RULES: tuple[Rule, ...] = (
     nccl_error,
     nccl_known_failure,
     nccl_no_net_device,
+    nccl_mixed_link_layers,
     nccl_benign_lines,
 )
