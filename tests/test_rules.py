@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from topodoc import catalogue, codec, model
 from topodoc.facts import nccl_tests_input
+from topodoc.parsers import kernel_log
 from topodoc.parsers.nccl_log import analyze
 from topodoc.rules import registry
 from topodoc.rules.engine import (
@@ -50,7 +51,11 @@ def load_case(rule_id: str, case: str) -> Facts:
     runs = None
     if tests_file.exists():
         runs = nccl_tests_input(str(tests_file), tests_file.read_text(), snapshot)
-    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs)
+    dmesg_file = folder / f"{case}.dmesg"  # a kernel log (dmesg / journalctl -k)
+    kernel = None
+    if dmesg_file.exists():
+        kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
+    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel)
 
 
 def cases(kind: str) -> list[tuple[str, str]]:
@@ -136,7 +141,7 @@ def test_every_rule_is_declared_one_way_with_needs_from_its_parameters():
     assert not re.search(r"\b(snapshot_rule|log_rule|joined_rule|declare)\(", sources)
     assert "needs=" not in sources
     for item in registry.RULES:
-        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests"}, item.id
+        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel"}, item.id
     with pytest.raises(ValueError, match="parameters must name facts"):
         rule("test-bad", "info", ("t",), title="t", fix="f")(lambda facts: ())
 
