@@ -65,6 +65,7 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
         "hardware": hardware,
         "log": ", ".join(log_paths) or None,
         "nccl-tests": nccl_tests or (tests[0].path if tests else None),
+        "kernel-log": ", ".join(dict.fromkeys(i.path for i in inputs if i.kind == "dmesg")) or None,
     }
     file_rows = [_file_row(i, inputs) for i in inputs if not i.secondary]
     notes = list(machine.notes) if machine else []
