@@ -28,7 +28,7 @@ from topodoc import catalogue
 from topodoc.parsers.nccl_log import analyze
 
 FIELDS = ("transport", "gdr", "nccl_version", "nodes", "error_categories")
-LITERALS = catalogue.literals()  # what `logs` and `diagnose` pass: the failure catalogue's prefilters
+LITERALS = catalogue.scan_literals()  # what `logs` and `diagnose` pass: the failure catalogue's prefilters
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "real"
 
 

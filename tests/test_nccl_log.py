@@ -391,7 +391,7 @@ def test_framework_lines_state_the_nccl_version(signature, version):
     line = catalogue.by_id(signature).examples[0].line
     stated = catalogue.fields(catalogue.by_id(signature), line)["nccl_version"]
     assert version is None or stated == version
-    found = analyze([("job.log", io.BytesIO((line + "\n").encode()))], catalogue.literals())
+    found = analyze([("job.log", io.BytesIO((line + "\n").encode()))], catalogue.scan_literals())
     assert found.summary.nccl_version == stated and stated in line
 
 
@@ -403,9 +403,9 @@ def test_a_return_code_chain_after_a_benign_probe_is_no_error():
 
     lines = (LOGS / "real" / "efa-couldnt-open-av-2-4-horovod.log").read_text().splitlines()[9:11]
     assert "No NIC info" in lines[0] and lines[1].endswith("-> 2")
-    both = analyze([("job.log", io.BytesIO(("\n".join(lines) + "\n").encode()))], catalogue.literals())
+    both = analyze([("job.log", io.BytesIO(("\n".join(lines) + "\n").encode()))], catalogue.scan_literals())
     assert not both.errors
     (probe,) = both.benign
     assert probe.signature == "ofi-no-nic-info" and [r.line for r in probe.related] == [2]
-    alone = analyze([("job.log", io.BytesIO((lines[1] + "\n").encode()))], catalogue.literals())
+    alone = analyze([("job.log", io.BytesIO((lines[1] + "\n").encode()))], catalogue.scan_literals())
     assert [e.category for e in alone.errors] == ["system_error"]

@@ -46,7 +46,7 @@ def load_case(rule_id: str, case: str) -> Facts:
         snap_file = CASES / "base.json"
     snapshot = codec.load(snap_file.read_text()) if snap_file.exists() else None
     log_file = folder / f"{case}.log"
-    logs = analyze([str(log_file)], catalogue.literals()) if log_file.exists() else None
+    logs = analyze([str(log_file)], catalogue.scan_literals()) if log_file.exists() else None
     tests_file = folder / f"{case}.txt"
     runs = None
     if tests_file.exists():

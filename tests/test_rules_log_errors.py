@@ -19,7 +19,7 @@ LOGS = ROOT / "fixtures" / "logs"
 
 
 def findings(rule_id: str, path: Path) -> list:
-    report = evaluate(Facts(logs=analyze([str(path)], catalogue.literals())), [registry.get(rule_id)])
+    report = evaluate(Facts(logs=analyze([str(path)], catalogue.scan_literals())), [registry.get(rule_id)])
     assert not report.errors
     return list(report.findings)
 

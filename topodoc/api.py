@@ -69,7 +69,7 @@ def analyze_logs(paths: Iterable[str]):
     try:
         from topodoc import catalogue
 
-        return analyze(list(paths), catalogue.literals())
+        return analyze(list(paths), catalogue.scan_literals())
     except (LogInputError, OSError) as err:
         raise TopodocError(str(err)) from err
 

@@ -129,7 +129,7 @@ def _analyse(path: str, state: _File) -> FileAnalysis:
     kept = state.head_bytes + state.tail_bytes
     data = io.BytesIO(state.text().encode("utf-8", "surrogateescape"))
     try:
-        return FileAnalysis(path, analyze([(path, data)], catalogue.literals()), kept, state.restarts)
+        return FileAnalysis(path, analyze([(path, data)], catalogue.scan_literals()), kept, state.restarts)
     except NoNcclLinesError:
         return FileAnalysis(path, None, kept, state.restarts)
     except Exception as err:  # an analyzer bug on one file must not stop the agent

@@ -97,7 +97,7 @@ def _analyze(paths: tuple[str, ...]):
     try:
         from topodoc import catalogue
 
-        return analyze(list(paths), catalogue.literals())
+        return analyze(list(paths), catalogue.scan_literals())
     except NoNcclLinesError as err:
         _fail(str(err))
     except (LogInputError, OSError) as err:

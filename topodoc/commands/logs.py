@@ -24,7 +24,7 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     try:
         from topodoc import catalogue
 
-        analysis = analyze(list(paths), catalogue.literals())
+        analysis = analyze(list(paths), catalogue.scan_literals())
     except LogInputError as err:
         click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)
