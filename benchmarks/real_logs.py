@@ -24,16 +24,18 @@ import json
 import sys
 from pathlib import Path
 
+from topodoc import catalogue
 from topodoc.parsers.nccl_log import analyze
 
 FIELDS = ("transport", "gdr", "nccl_version", "nodes", "error_categories")
+LITERALS = catalogue.scan_literals()  # what `logs` and `diagnose` pass: the failure catalogue's prefilters
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "real"
 
 
 def observed(log: Path) -> dict | None:
     """What the analyzer says about one log, in the truth files' vocabulary; None when it fails."""
     try:
-        summary = analyze([str(log)]).summary
+        summary = analyze([str(log)], LITERALS).summary
     except Exception:  # noqa: BLE001 - any analyzer failure counts as wrong, and the run goes on
         return None
     return {

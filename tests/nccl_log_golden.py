@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from topodoc import catalogue
 from topodoc.codec import to_data
 from topodoc.parsers.nccl_log import analyze
 
@@ -17,7 +18,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 def golden_view(path: Path) -> dict:
     """Summary, hosts, communicators, plugins and connection table of one fixture, named by its file name."""
     with path.open("rb") as stream:
-        analysis = analyze([(path.name, stream)])
+        analysis = analyze([(path.name, stream)], catalogue.scan_literals())
     return {
         "summary": to_data(analysis.summary),
         "hosts": to_data(analysis.hosts),

@@ -23,6 +23,9 @@ GOLDENS = sorted(p.parent.name for p in HOSTS.glob("*/expected-findings.json"))
 HEALTHY_SXM = ("dgx-a100", "hgx-h100-8x400g-ib")
 
 
+BENIGN = {"nccl-benign-lines"}  # info findings that say a log line is harmless
+
+
 def run(*args: str, real: bool = False):
     """``topodoc ARGS`` in this process, or as a real subprocess from the repository root."""
     if real:
@@ -81,7 +84,7 @@ def test_diagnose_recording_plus_log_json_and_exit_code():
     out = run("diagnose", "--from", "example:dgx-a100-degraded-no-peermem", "--log", str(log), "--json")
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)
-    assert {f["rule"] for f in data["findings"]} == {"gdr-prereq-missing", "nccl-gdr-not-used"}
+    assert {f["rule"] for f in data["findings"]} - BENIGN == {"gdr-prereq-missing", "nccl-gdr-not-used"}
     first = data["findings"][0]
     assert set(first) >= {"rule", "severity", "confidence", "subject", "message", "evidence", "fix"}
     assert first["severity"] == "error" and first["fix"].startswith("sudo modprobe nvidia-peermem")
@@ -99,7 +102,8 @@ def test_diagnose_text_fits_one_screen_worst_first_with_fixes():
     assert lines[1].startswith("3 errors")
     rules = [line.split()[1] for line in lines if line.startswith("ERROR")]
     assert rules == ["ib-port-down", "nccl-socket-fallback", "socket-despite-active-ib"]
-    assert out.stdout.count("  fix: ") == 3 and out.stdout.count("  evidence: ") == 6
+    errors = "\n\n".join(b for b in out.stdout.split("\n\n") if b.startswith("ERROR"))
+    assert errors.count("  fix: ") == 3 and errors.count("  evidence: ") == 6
 
 
 def test_fail_on_threshold_and_clean_exit():
@@ -112,7 +116,7 @@ def test_log_only_diagnosis_skips_hardware_rules(tmp_path):
     out = run("diagnose", "--log", str(CASES / "nccl-version-mismatch" / "fire.log"), "--json")
     data = json.loads(out.stdout)
     assert out.returncode == 1 and data["inputs"]["hardware"] is None
-    assert [f["rule"] for f in data["findings"]] == ["nccl-version-mismatch"]
+    assert [f["rule"] for f in data["findings"] if f["rule"] not in BENIGN] == ["nccl-version-mismatch"]
     reasons = {s["rule"]: s["reason"] for s in data["skipped"]}
     assert reasons["pcie-width-reduced"].startswith("needs a hardware snapshot")
 
@@ -177,7 +181,8 @@ def test_plugin_failure_log_names_the_fallback():
 
     analysis = analyze([str(ROOT / "fixtures" / "logs" / "plugin_failed_socket_fallback.log")])
     rules = {f.rule: f for f in evaluate(Facts(logs=analysis), RULES).findings}
-    assert set(rules) == {"nccl-net-plugin-failed", "nccl-socket-fallback"}
+    # "Failed to open libibverbs" on a two-node job that ended on sockets: a reason of its own
+    assert set(rules) == {"nccl-net-plugin-failed", "nccl-socket-fallback", "nccl-no-net-device"}
     assert rules["nccl-socket-fallback"].severity is Severity.ERROR
 
 

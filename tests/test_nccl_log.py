@@ -62,8 +62,13 @@ h2:6:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0
 """
     s = analyze_text(text).summary
     assert s.transport == "Socket" and s.gdr is False
+    # benign on one node (the catalogue's ib-no-device-found), but two hosts ended on sockets: the reason
     (error,) = s.errors
-    assert (error.category, error.level, error.line) == ("no_net_device", "INFO", 1)
+    assert (error.category, error.level, error.line, error.signature) == ("no_net_device", "INFO", 1,
+                                                                          "ib-no-device-found")
+    assert not s.benign
+    single = analyze_text("".join(text.splitlines(keepends=True)[:2])).summary  # no network connection
+    assert not single.errors and [e.signature for e in single.benign] == ["ib-no-device-found"]
 
 
 @pytest.mark.parametrize("decoration", [
@@ -260,7 +265,8 @@ def test_watchdog_and_tcpx_ctrl_timeouts_are_explained():
     first, second = analyze_text(text).errors
     assert (first.category, second.category) == ("timeout", "timeout")
     assert (second.level, second.host) == ("WARN", "a3")
-    assert "watchdog" in first.explanation and "GPUDirect-TCPX" in second.explanation
+    assert "PyTorch aborted a collective" in first.explanation and "GPUDirect-TCPX" in second.explanation
+    assert first.signature is not None
 
 
 def test_service_thread_shutdown_info_is_not_a_finding():
@@ -360,3 +366,46 @@ def test_a_return_code_chain_is_evidence_of_the_warn_of_its_process():
         ("socket_error", "nodeB", first + 1), ("system_error", "nodeA", first + 4)]
     assert [ev.line for ev in errors[0].related] == [first, first + 2]  # the chain before and after it
     assert errors[1].related == ()
+
+
+def test_one_node_proven_when_every_rank_connects_inside_one_machine():
+    """Real DeepSpeed pod log (fixtures/logs/real/shm-2gpu-pod-init-complete.log, source in its truth file):
+    ranks 0 and 1 of a 2-rank communicator both print their rows, SHM only, on one host: one node, and the
+    transport is none. Without rank 1's own rows nothing proves rank 1 is on that machine."""
+    path = LOGS / "real" / "shm-2gpu-pod-init-complete.log"
+    s = analyze_text(path.read_text()).summary
+    assert (s.nnodes, s.transport) == (1, "none")
+    assert all("via direct shared memory" in ev.text for ev in s.evidence["nnodes"])
+    alone = "".join(line for line in path.read_text().splitlines(keepends=True) if ":98:" not in line)
+    s = analyze_text(alone).summary
+    assert s.nnodes is None and s.transport != "none"
+
+
+@pytest.mark.parametrize(("signature", "version"), [("vllm-nccl-version", "2.21.5"),
+                                                    ("pytorch-distbackend-error", None)])
+def test_framework_lines_state_the_nccl_version(signature, version):
+    """The NCCL release PyTorch (DistBackendError ... NCCL version X) and vLLM (``vLLM is using nccl==X``)
+    print, read from the catalogue's real example lines; a line printed by a framework, not NCCL."""
+    from topodoc import catalogue
+
+    line = catalogue.by_id(signature).examples[0].line
+    stated = catalogue.fields(catalogue.by_id(signature), line)["nccl_version"]
+    assert version is None or stated == version
+    found = analyze([("job.log", io.BytesIO((line + "\n").encode()))], catalogue.scan_literals())
+    assert found.summary.nccl_version == stated and stated in line
+
+
+def test_a_return_code_chain_after_a_benign_probe_is_no_error():
+    """Real lines (fixtures/logs/real/efa-couldnt-open-av-2-4-horovod.log, aws-ofi-nccl issue 24): the OFI
+    plugin's ``No NIC info`` probe, then ``-> 2`` from the same thread. The chain belongs to the benign probe;
+    the same chain alone is still reported as a system error."""
+    from topodoc import catalogue
+
+    lines = (LOGS / "real" / "efa-couldnt-open-av-2-4-horovod.log").read_text().splitlines()[9:11]
+    assert "No NIC info" in lines[0] and lines[1].endswith("-> 2")
+    both = analyze([("job.log", io.BytesIO(("\n".join(lines) + "\n").encode()))], catalogue.scan_literals())
+    assert not both.errors
+    (probe,) = both.benign
+    assert probe.signature == "ofi-no-nic-info" and [r.line for r in probe.related] == [2]
+    alone = analyze([("job.log", io.BytesIO((lines[1] + "\n").encode()))], catalogue.scan_literals())
+    assert [e.category for e in alone.errors] == ["system_error"]

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topodoc import codec, model
+from topodoc import catalogue, codec, model
 from topodoc.facts import nccl_tests_input
+from topodoc.parsers import kernel_log
 from topodoc.parsers.nccl_log import analyze
 from topodoc.rules import registry
 from topodoc.rules.engine import (
@@ -45,12 +46,16 @@ def load_case(rule_id: str, case: str) -> Facts:
         snap_file = CASES / "base.json"
     snapshot = codec.load(snap_file.read_text()) if snap_file.exists() else None
     log_file = folder / f"{case}.log"
-    logs = analyze([str(log_file)]) if log_file.exists() else None
+    logs = analyze([str(log_file)], catalogue.scan_literals()) if log_file.exists() else None
     tests_file = folder / f"{case}.txt"
     runs = None
     if tests_file.exists():
         runs = nccl_tests_input(str(tests_file), tests_file.read_text(), snapshot)
-    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs)
+    dmesg_file = folder / f"{case}.dmesg"  # a kernel log (dmesg / journalctl -k)
+    kernel = None
+    if dmesg_file.exists():
+        kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
+    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel)
 
 
 def cases(kind: str) -> list[tuple[str, str]]:
@@ -122,17 +127,12 @@ def test_rules_never_import_the_probe():
             assert not any(n.startswith("topodoc.probe") for n in names), f"{path.name} imports {names}"
 
 
-# The NCCL log error helpers still read by two rules move into the parsed error itself with the log parser's
-# subpackage (issue 11, item 2); nothing else in rules/ may import a parser.
-PARSER_LEFTOVERS = {"topodoc.parsers.nccl_log.errors"}
-
-
 def test_rules_import_no_parser():
     for path in (ROOT / "topodoc" / "rules").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            bad = [n for n in names if n.startswith("topodoc.parsers") and n not in PARSER_LEFTOVERS]
+            bad = [n for n in names if n.startswith("topodoc.parsers")]
             assert not bad, f"{path.name} imports {bad}"
 
 
@@ -141,7 +141,7 @@ def test_every_rule_is_declared_one_way_with_needs_from_its_parameters():
     assert not re.search(r"\b(snapshot_rule|log_rule|joined_rule|declare)\(", sources)
     assert "needs=" not in sources
     for item in registry.RULES:
-        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests"}, item.id
+        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel"}, item.id
     with pytest.raises(ValueError, match="parameters must name facts"):
         rule("test-bad", "info", ("t",), title="t", fix="f")(lambda facts: ())
 

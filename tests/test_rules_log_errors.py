@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from topodoc import catalogue
 from topodoc.parsers.nccl_log import analyze
-from topodoc.parsers.nccl_log.errors import classify, completion_status
+from topodoc.parsers.nccl_log.errors import completion_status, lookup
 from topodoc.rules import registry
 from topodoc.rules.engine import Facts, evaluate
 
@@ -18,7 +19,7 @@ LOGS = ROOT / "fixtures" / "logs"
 
 
 def findings(rule_id: str, path: Path) -> list:
-    report = evaluate(Facts(logs=analyze([str(path)])), [registry.get(rule_id)])
+    report = evaluate(Facts(logs=analyze([str(path)], catalogue.scan_literals())), [registry.get(rule_id)])
     assert not report.errors
     return list(report.findings)
 
@@ -68,8 +69,10 @@ def test_gid_note_needs_roce(tmp_path):
 
 def test_repeated_plugin_warnings_of_one_process_are_one_finding():
     path = LOGS / "ofi_init_failed_socket_fallback_p4d.log"
-    (finding,) = findings("nccl-net-plugin-failed", path)
-    assert finding.message.endswith("(5 times)") and len(finding.evidence) == 3
+    # the catalogue explains the endpoint failure on its own line, as a second, more specific finding
+    generic, endpoint = findings("nccl-net-plugin-failed", path)
+    assert generic.message.endswith("(4 times)") and len(generic.evidence) == 3
+    assert "creating an endpoint failed" in endpoint.message
 
 
 @pytest.mark.parametrize(
@@ -88,8 +91,8 @@ def test_repeated_plugin_warnings_of_one_process_are_one_finding():
     ],
 )
 def test_each_failure_gets_its_own_explanation(message, category, phrase):
-    found, explanation = classify(message)
-    assert found == category and phrase in explanation
+    verdict = lookup(message)  # the explanation, or the fix of the catalogue signature that matched
+    assert verdict.category == category and phrase in verdict.explanation + (verdict.fix or "")
 
 
 def test_completion_status_reads_every_format():
@@ -119,13 +122,16 @@ def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, line
     (finding,) = findings("nccl-remote-error", path)
     assert [e.where for e in finding.evidence] == [f"{path}:{n}" for n in lines]
     # the reason PyTorch gave (a socket the peer closed or reset) explains the finding
-    assert "A TCP socket between ranks failed" in finding.message
+    assert "A TCP socket between ranks failed" in finding.message or \
+        "TCP connection (bootstrap or proxy) was closed by the other side" in finding.message
     assert "one failure, not two" in finding.message
 
 
 def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
     path = LOGS / "bootstrap_connect_abort_ipv6_linklocal.log"
-    (finding,) = findings("nccl-remote-error", path)
+    # the other finding: the interface line itself (catalogue socket-iface-link-local), on another process
+    link_local, finding = findings("nccl-remote-error", path)
+    assert "socket-iface-link-local" in link_local.message and link_local.subject == "gpu-k07:12246"
     assert finding.subject == "gpu-k07:12251"
     assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:25", f"{path}:12"]
     assert finding.message.startswith("A rank could not connect to a peer's IPv6 link-local address")

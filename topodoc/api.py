@@ -67,7 +67,9 @@ def analyze_logs(paths: Iterable[str]):
     from topodoc.parsers.nccl_log import LogInputError, analyze
 
     try:
-        return analyze(list(paths))
+        from topodoc import catalogue
+
+        return analyze(list(paths), catalogue.scan_literals())
     except (LogInputError, OSError) as err:
         raise TopodocError(str(err)) from err
 

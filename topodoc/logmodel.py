@@ -45,6 +45,13 @@ class LogError:
     masked); an INFO line a process repeats verbatim counts once. ``line``/``text`` are the first.
     ``related`` holds other lines of the same failure: the return-code chain (``file.cc:123 -> 6``) each
     process printed with this WARN, before or after it (at most :data:`RELATED_LIMIT`, first first).
+
+    Structure read from the line, so that rules need not parse it again: ``signature`` is the id of the
+    failure-catalogue record (:mod:`topodoc.catalogue`) the line matched, with its ``cause`` and ``fix``;
+    ``benign`` is true for lines the catalogue knows to be harmless (they are listed in
+    ``LogAnalysis.benign``, never among the errors); ``ib_status`` is the verbs completion status of an IB
+    completion error (``ibv_wc_status``: 12 = retry exceeded); ``repeats`` is set on PyTorch's
+    ``Last error:`` line: the NCCL warning text it repeats as the reason the job failed.
     """
 
     category: str
@@ -57,6 +64,12 @@ class LogError:
     pid: int | None = None
     count: int = 1
     related: tuple[Evidence, ...] = ()
+    signature: str | None = None
+    cause: str | None = None
+    fix: str | None = None
+    benign: bool = False
+    ib_status: int | None = None
+    repeats: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,7 @@ class LogSummary:
     hcas: tuple[str, ...] = ()  # "mlx5_0:1/IB"
     intra_node: tuple[str, ...] = ()  # "P2P/IPC", "SHM", "NVLS", "PXN", ...
     errors: tuple[LogError, ...] = ()
+    benign: tuple[LogError, ...] = ()  # harmless lines users chase, said so explicitly (LogError.benign)
     env: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)  # field name -> lines
     notes: tuple[str, ...] = ()  # limits the analysis hit (tables capped to keep memory bounded)
@@ -239,3 +253,4 @@ class LogAnalysis:
     env: tuple[EnvSetting, ...] = ()
     errors: tuple[LogError, ...] = ()
     plugins: tuple[PluginInfo, ...] = ()  # net / coll / tuner / profiler plugins: see PluginInfo
+    benign: tuple[LogError, ...] = ()  # lines the failure catalogue knows to be harmless (benign=True)

@@ -94,6 +94,12 @@ def _rdma(name: str) -> Callable[[str], Any]:
     return run
 
 
+def _kernel_log(text: str):
+    from topodoc.parsers.kernel_log import parse
+
+    return tuple(parse(text))
+
+
 def _nccl_tests(text: str):
     from topodoc.parsers.nccl_tests import parse
 
@@ -114,8 +120,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "ibdev2netdev": _rdma("ibdev2netdev"),
     "show-gids": _rdma("show_gids"),
     "nccl-tests": _nccl_tests,
-    # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming);
-    # "dmesg": slot for topodoc.parsers.kernel_log (lands separately)
+    "dmesg": _kernel_log,  # kernel events (Xid, AER, DMAR...): the `kernel` fact of the rules
+    # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming)
 }
 
 

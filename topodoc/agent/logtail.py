@@ -121,11 +121,15 @@ class LogWatcher:
 
 
 def _analyse(path: str, state: _File) -> FileAnalysis:
-    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze_text
+    import io
+
+    from topodoc import catalogue
+    from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
 
     kept = state.head_bytes + state.tail_bytes
+    data = io.BytesIO(state.text().encode("utf-8", "surrogateescape"))
     try:
-        return FileAnalysis(path, analyze_text(state.text(), name=path), kept, state.restarts)
+        return FileAnalysis(path, analyze([(path, data)], catalogue.scan_literals()), kept, state.restarts)
     except NoNcclLinesError:
         return FileAnalysis(path, None, kept, state.restarts)
     except Exception as err:  # an analyzer bug on one file must not stop the agent

@@ -49,9 +49,9 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
     comparisons = _compare(nccl_tests or tests[0].path, snapshot, topology) if (nccl_tests or tests) else None
     rules = list(RULES)
     skip = rules_to_skip(machine, [r.id for r in rules]) if machine and not source else {}
-    report = evaluate(
-        Facts(snapshot, topology, analysis, comparisons), [r for r in rules if r.id not in skip]
-    )
+    kernel = tuple((i.path, e) for i in inputs if i.kind == "dmesg" and i.parsed for e in i.parsed)
+    facts = Facts(snapshot, topology, analysis, comparisons, kernel or None)
+    report = evaluate(facts, [r for r in rules if r.id not in skip])
     report = dataclasses.replace(
         report, rules_run=len(rules), skipped=report.skipped + tuple(Skipped(k, v) for k, v in skip.items())
     )
@@ -64,6 +64,7 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
         "hardware": hardware,
         "log": ", ".join(log_paths) or None,
         "nccl-tests": nccl_tests or (tests[0].path if tests else None),
+        "kernel-log": ", ".join(dict.fromkeys(i.path for i in inputs if i.kind == "dmesg")) or None,
     }
     file_rows = [_file_row(i, inputs) for i in inputs if not i.secondary]
     notes = list(machine.notes) if machine else []

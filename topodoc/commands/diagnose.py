@@ -102,8 +102,10 @@ def _analyze(paths: tuple[str, ...]):
     from topodoc.report.console import progress
 
     try:
+        from topodoc import catalogue
+
         with progress(f"topodoc diagnose: reading {len(paths)} log(s)"):
-            return analyze(list(paths))
+            return analyze(list(paths), catalogue.scan_literals())
     except NoNcclLinesError as err:
         _fail(str(err))
     except (LogInputError, OSError) as err:

@@ -28,8 +28,10 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
     from topodoc.report.console import progress
 
     try:
+        from topodoc import catalogue
+
         with progress(f"topodoc logs: reading {len(paths)} file(s)"):
-            analysis = analyze(list(paths))
+            analysis = analyze(list(paths), catalogue.scan_literals())
     except LogInputError as err:
         click.echo(f"topodoc logs: {err}", err=True)
         sys.exit(EXIT_ERROR)

@@ -5,8 +5,8 @@ Each kind has a detector: a few line patterns and how many lines must match. :fu
 embeds NCCL log lines, before NCCL logs) and returns every kind that matched, the first being what the
 input is taken to be. An input that matches nothing is ``unknown`` with the reason, never a guess.
 
-The ``dmesg`` kind (``dmesg``/``journalctl -k``: Xid, AER, DMAR) is recognized here; its parser lives in
-``topodoc.parsers.kernel_log`` (another change) and is wired in :data:`PARSED_KINDS` when it lands.
+The ``dmesg`` kind (``dmesg``/``journalctl -k``: Xid, AER, DMAR) is recognized here and read by
+``topodoc.parsers.kernel_log`` (wired in ``topodoc.textinputs.PARSERS``).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ KINDS: tuple[Kind, ...] = (
 
 BY_NAME = {kind.name: kind for kind in KINDS}
 # kinds this change parses (the rest are recognized and reported; see the module doc)
-PARSED_KINDS = tuple(k.name for k in KINDS if k.name != "dmesg")
+PARSED_KINDS = tuple(k.name for k in KINDS)
 
 
 def detect(text: str) -> Detection:

@@ -39,7 +39,7 @@ def _json_value(value) -> str:
 def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)
-    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis)
+    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis) + _benign(analysis)
     notes = analysis.summary.notes
     parts += ["Notes", *(f"  {note}" for note in notes), ""] if notes else []
     return "\n".join(parts).rstrip() + "\n"
@@ -55,7 +55,7 @@ def verdict(s: LogSummary) -> str:
     version = f"NCCL {s.nccl_version}" if s.nccl_version else "NCCL version not logged"
     if len(s.nccl_versions) > 1:
         version += f" (also {', '.join(v for v in s.nccl_versions if v != s.nccl_version)})"
-    net = _TRANSPORT_NAMES.get(s.transport or "", s.transport or "transport not shown in the log")
+    net = _transport_name(s)
     if s.transport not in (None, "none"):
         net += {"used": " with GPUDirect RDMA", "not_used": " without GPUDirect RDMA",
                 "asymmetric": " with GPUDirect RDMA on one side only"}.get(s.gdr_mode or "", "")
@@ -63,6 +63,19 @@ def verdict(s: LogSummary) -> str:
             net += f" on {_hca_range(s.hcas)}"
     count = len(s.errors)
     return f"{shape}, {version}, {net}; {count} warning{'s' if count != 1 else ''}"
+
+
+def _transport_name(s: LogSummary) -> str:
+    """NET/IB is NCCL's verbs transport for InfiniBand and RoCE: "InfiniBand" only when the device lines
+    show /IB ports (and no /RoCE one)."""
+    if s.transport == "IB":
+        layers = {h.rsplit("/", 1)[-1] for h in s.hcas}
+        if layers == {"IB"}:
+            return "InfiniBand"
+        if {"IB", "RoCE"} <= layers:
+            return "IB verbs over both InfiniBand and RoCE ports (mixed device list)"
+        return "IB verbs (InfiniBand or RoCE: no device line shows the link layer)"
+    return _TRANSPORT_NAMES.get(s.transport or "", s.transport or "transport not shown in the log")
 
 
 def _nodes(s: LogSummary) -> str:
@@ -190,4 +203,18 @@ def _errors(analysis: LogAnalysis) -> list[str]:
         out.append(f"  [{e.category}] {e.file}:{e.line}{times}  {e.text[:160]}")
         out += [f"      + {_where(ev)}  {ev.text[:140]}" for ev in e.related]
         out.append(f"      {e.explanation}")
+        if e.signature:
+            out.append(f"      fix: {e.fix}  [failure catalogue: {e.signature}]")
+    return out
+
+
+def _benign(analysis: LogAnalysis) -> list[str]:
+    """Lines the failure catalogue knows to be harmless: said so, so that nobody chases them."""
+    if not analysis.benign:
+        return []
+    out = ["", "Benign lines (not faults; listed because they look alarming)"]
+    for e in analysis.benign:
+        times = f" (x{e.count})" if e.count > 1 else ""
+        out.append(f"  [benign] {e.file}:{e.line}{times}  {e.text[:160]}")
+        out.append(f"      {e.explanation}  [failure catalogue: {e.signature}]")
     return out

@@ -103,6 +103,7 @@ class Facts:
     topology: Any = None
     logs: Any = None
     nccl_tests: Any = None
+    kernel: Any = None  # kernel-log events: ((path, topodoc.parsers.kernel_log.KernelEvent), ...)
 
 
 NEEDS = {
@@ -110,6 +111,7 @@ NEEDS = {
     "topology": "the derived topology of a hardware snapshot",
     "logs": "an NCCL log (--log FILE)",
     "nccl_tests": "an nccl-tests output (--nccl-tests FILE)",
+    "kernel": "a kernel log (dmesg / journalctl -k output given to diagnose FILE...)",
 }
 
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
-from topodoc.parsers.nccl_log.errors import completion_status
 from topodoc.rules.common import kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, rule
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges, acs_text
@@ -212,7 +211,7 @@ def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
 )
 def ib_local_protection_cause(snapshot: Snapshot, topology: Topology, logs: LogAnalysis) -> Iterator[Hit]:
     errors = [e for e in logs.errors
-              if e.category == "ib_completion_error" and completion_status(e.text) == 4]
+              if e.category == "ib_completion_error" and e.ib_status == 4]
     if not errors:
         return
     causes = _protection_causes(snapshot, topology)

@@ -6,7 +6,6 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
-from topodoc.parsers.nccl_log.errors import LAST_ERROR_NOTE, completion_status
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
@@ -35,10 +34,10 @@ FOLLOW_UP_LINES = 5  # PyTorch's wrapper line, its interpretation, "Last error:"
 def _folded(errors: list[LogError]) -> list[Item]:
     """Each error with the ``Last error:`` lines that follow it up: the NCCL WARN whose text PyTorch
     repeats, else PyTorch's own error line just above. A follow-up with neither stays an error."""
-    leads = [err for err in errors if not err.explanation.startswith(LAST_ERROR_NOTE)]
+    leads = [err for err in errors if err.repeats is None]
     follow: dict[int, list[LogError]] = {}
     for err in errors:
-        lead = _lead(leads, err) if err.explanation.startswith(LAST_ERROR_NOTE) else None
+        lead = _lead(leads, err) if err.repeats is not None else None
         if lead is not None:
             follow.setdefault(id(lead), []).append(err)
     folded = {id(err) for errs in follow.values() for err in errs}
@@ -54,7 +53,7 @@ def _lead(leads: list[LogError], last: LogError) -> LogError | None:
 
 def _repeats(last: LogError, err: LogError) -> bool:
     """``last`` (a ``Last error:`` reason) is the text of the NCCL WARN ``err``."""
-    reason = last.text.strip()
+    reason = last.repeats or ""
     return err.level == "WARN" and len(reason) >= 20 and err.text.rstrip().endswith(reason)
 
 
@@ -94,7 +93,21 @@ def _group_hit(
         note += _follow_up_note(items[0])
     evidence = tuple(log_line(err) for err, _follow in items[:3]) + tuple(log_line(f) for f in follow[:2])
     evidence += extra + tuple(log_line(ev) for ev in items[0][0].related[:2])  # then its return-code chain
+    known = _known(items)
+    if known is not None:
+        note += f" [failure catalogue: {known.signature}]"
+        fix = fix or known.fix
     return Hit(subject, explanation + times + note, evidence, fix=fix, severity=severity)
+
+
+def _known(items: list[Item]) -> LogError | None:
+    """The first error of the group (or the WARN its follow-up repeats) that the failure catalogue knows."""
+    for err, follow in items:
+        root = (err, *follow) if not follow or _repeats(follow[0], err) else (*follow, err)
+        for candidate in root:  # the line whose explanation the finding gives first
+            if candidate.signature:
+                return candidate
+    return None
 
 
 def error_rule(
@@ -309,12 +322,12 @@ def nccl_ib_completion_error(logs: LogAnalysis) -> Iterator[Hit]:
     """Each distinct completion error with the fix its status calls for. WR_FLUSH_ERR (5) after another
     completion error is its consequence: it is folded into the first finding instead of a second one."""
     items = _folded(_errors(logs, ("ib_completion_error",)))
-    causes = [item for item in items if completion_status(item[0].text) != 5]
-    flushed = [item for item in items if completion_status(item[0].text) == 5]
+    causes = [item for item in items if item[0].ib_status != 5]
+    flushed = [item for item in items if item[0].ib_status == 5]
     if not causes:
         causes, flushed = flushed, []
     for number, ((subject, explanation), group) in enumerate(_grouped(causes).items()):
-        status = completion_status(group[0][0].text)
+        status = group[0][0].ib_status
         note, extra = _gid_note(logs, status), ()
         if number == 0 and flushed:
             flushes = sum(err.count for err, _follow in flushed)
@@ -371,7 +384,82 @@ nccl_remote_error = error_rule(
 )
 def nccl_error(logs: LogAnalysis) -> Iterator[Hit]:
     yield from _error_hits(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
-    yield from _error_hits(logs, ("other",), severity=Severity.WARNING)
+    unknown = [err for err in _errors(logs, ("other",)) if not err.signature]
+    for (subject, explanation), items in _grouped(_folded(unknown)).items():
+        yield _group_hit(subject, explanation, items, severity=Severity.WARNING)
+
+
+@rule(
+    "nccl-known-failure", "warning", ("nccl", "catalogue", "log"),
+    title="A line the failure catalogue knows (a signature outside the other rules' categories)",
+    fix="apply the fix of the catalogue signature named in the finding",
+)
+def nccl_known_failure(logs: LogAnalysis) -> Iterator[Hit]:
+    """Lines a catalogue signature matched whose category no other rule reports ("other": GPUDirect RDMA
+    disabled for an HCA, NVLS or IMEX set-up, ...): the signature's explanation, id and fix."""
+    known = [err for err in _errors(logs, ("other",)) if err.signature]
+    for (subject, explanation), items in _grouped(_folded(known)).items():
+        yield _group_hit(subject, explanation, items)
+
+
+nccl_no_net_device = error_rule(
+    "nccl-no-net-device", "warning", ("nccl", "network", "log"),
+    title="NCCL found no usable device for a network and moved on to the next one",
+    fix="make the RDMA/EFA devices visible (/dev/infiniband in containers, the provider libraries) or set "
+    "NCCL_SOCKET_IFNAME / NCCL_IB_HCA to names that exist; pin NCCL_NET so a fallback fails loudly",
+    categories=("no_net_device",),
+)
+
+
+@rule(
+    "nccl-mixed-link-layers", "warning", ("nccl", "ib", "roce", "log"),
+    title="NCCL's IB device list mixes InfiniBand and RoCE ports",
+    fix="restrict NCCL_IB_HCA to the ports of the training fabric (e.g. NCCL_IB_HCA=^mlx5_1 or an explicit "
+    "list), or give the RDMA devices persistent names so that the Ethernet NIC is never among them",
+)
+def nccl_mixed_link_layers(logs: LogAnalysis) -> Iterator[Hit]:
+    """One host whose NET/IB device list holds /IB and /RoCE ports: NCCL stripes traffic over every listed
+    port, and a RoCE (Ethernet) port among InfiniBand rails cannot reach the InfiniBand peers (a front-end
+    NIC picked up by NCCL, often after device renaming on cloud VMs)."""
+    by_host: dict[str | None, dict[str, list]] = {}
+    for device in logs.devices:
+        if device.role == "hca" and device.link_layer in ("IB", "RoCE"):
+            by_host.setdefault(device.host, {}).setdefault(device.link_layer, []).append(device)
+    for host, layers in by_host.items():
+        if len(layers) < 2:
+            continue
+        roce, ib = layers["RoCE"], layers["IB"]
+        names = ", ".join(f"{d.name}:{d.port}" for d in roce[:4])
+        yield Hit(
+            subject=host or "log",
+            message=f"NCCL uses {len(ib)} InfiniBand port(s) and {len(roce)} RoCE port(s) ({names}) "
+            "together: traffic striped onto the RoCE port cannot reach peers on the InfiniBand fabric (and "
+            "the reverse), so connections through it fail or hang",
+            evidence=tuple(log_line(d.evidence) for d in roce[:1] if d.evidence),
+        )
+
+
+@rule(
+    "nccl-benign-lines", "info", ("nccl", "catalogue", "log"),
+    title="Lines that look alarming but are benign",
+    fix="nothing to do: these lines are expected; look elsewhere for the cause of a failure",
+)
+def nccl_benign_lines(logs: LogAnalysis) -> Iterator[Hit]:
+    """Benign lines users chase (``Failed to find CUDA library``, a missing optional plugin), said to be
+    benign once per signature, so that nobody mistakes them for the failure."""
+    by_signature: dict[str, list[LogError]] = {}
+    for err in logs.benign:
+        by_signature.setdefault(err.signature or err.explanation, []).append(err)
+    for signature, errs in by_signature.items():
+        count = sum(err.count for err in errs)
+        times = f" ({count} lines)" if count > 1 else ""
+        yield Hit(
+            subject="log",
+            message=f"benign, not a fault{times}: {errs[0].explanation} [failure catalogue: {signature}]",
+            evidence=tuple(log_line(err) for err in errs[:2]),
+            fix=errs[0].fix,
+            severity=Severity.INFO,
+        )
 
 
 RULES: tuple[Rule, ...] = (
@@ -387,4 +475,8 @@ RULES: tuple[Rule, ...] = (
     nccl_timeout,
     nccl_remote_error,
     nccl_error,
+    nccl_known_failure,
+    nccl_no_net_device,
+    nccl_mixed_link_layers,
+    nccl_benign_lines,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 
-from topodoc.rules import bandwidth, gpudirect, joined, matrix, nccl, nics, numa, nvlink, pcie
+from topodoc.rules import bandwidth, gpudirect, joined, kernel, matrix, nccl, nics, numa, nvlink, pcie
 from topodoc.rules.engine import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -20,6 +20,7 @@ RULES: tuple[Rule, ...] = (
     *joined.RULES,
     *bandwidth.RULES,
     *matrix.RULES,
+    *kernel.RULES,
 )
 
 

@@ -1,13 +1,20 @@
-"""The error catalogue: which NCCL / PyTorch / verbs messages mean what, and what to try.
+"""Which NCCL / PyTorch / verbs messages mean what, and what to try.
 
-:func:`classify` maps one message to ``(category, explanation)`` or ``None``. Categories are the fixed
-names in :data:`topodoc.logmodel.ERROR_CATEGORIES`. Sources: REFERENCE.md §1.14 (message texts and
-their usual meaning), §1.4-§1.8 (plugin and device messages), §2 (environment echo).
+:func:`lookup` maps one message to a :class:`Verdict` (category, explanation, and when the failure
+catalogue :mod:`topodoc.catalogue` knows the line: its signature id, cause, fix and whether it is benign)
+or ``None``; :func:`classify` is its ``(category, explanation)`` pair. The catalogue's data is tried
+first; what stays here is what data cannot express: the IB completion status table (an explanation
+computed from the status and vendor numbers), return-code chains, and generic fallbacks for lines no
+signature knows. Categories are the fixed names in :data:`topodoc.logmodel.ERROR_CATEGORIES`. Sources:
+REFERENCE.md §1.14 (message texts and their usual meaning), §1.4-§1.8 (plugin and device messages).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+
+from topodoc import catalogue
 
 # how the explanation of PyTorch's "Last error:" line (NCCL's last WARN, repeated) starts
 LAST_ERROR_NOTE = "PyTorch printed NCCL's last warning (ncclGetLastError) as the reason for the failure: "
@@ -145,15 +152,80 @@ _RETURN_CODE = {
 }
 
 
-def classify(msg: str) -> tuple[str, str] | None:
-    """Category and explanation for an error or warning message, or ``None`` when none applies."""
+@dataclass(frozen=True)
+class Verdict:
+    """What one message means: the LogError fields the analyzer fills from it."""
+
+    category: str
+    explanation: str
+    signature: str | None = None
+    cause: str | None = None
+    fix: str | None = None
+    benign: bool = False
+    ib_status: int | None = None
+    nccl_version: str | None = None  # the NCCL release the line states (PyTorch's, vLLM's own lines)
+
+    def detail(self) -> dict:
+        """The structured fields, for :meth:`LogState.note_error`."""
+        return {"signature": self.signature, "cause": self.cause, "fix": self.fix, "benign": self.benign,
+                "ib_status": self.ib_status}
+
+
+def _signature(msg: str, line: str) -> catalogue.Signature | None:
+    """The catalogue record of the whole line (its patterns may name the source location or ``NCCL
+    WARN``), else of the message alone."""
+    whole = line if line and msg in line else msg  # a literal missing from the line is missing from msg
+    if not catalogue.prefilter().search(whole[: catalogue.MAX_LINE]):
+        return None
+    return catalogue.match(whole) or (catalogue.match(msg) if whole is not msg else None)
+
+
+def lookup(msg: str, line: str = "") -> Verdict | None:
+    """The verdict on an error or warning message (``line``: the whole line it came from, when known), or
+    ``None`` when nothing knows it."""
+    sig = _signature(msg, line)
+    version = _stated_version(sig, line or msg)
     cqe = _IB_CQE.search(msg)
     if cqe:
-        return "ib_completion_error", explain_completion(int(cqe["status"]), cqe["vendor"])
+        status = int(cqe["status"])
+        extra = {"signature": sig.id, "cause": sig.cause, "fix": sig.fix} if sig else {}
+        return Verdict("ib_completion_error", explain_completion(status, cqe["vendor"]), ib_status=status,
+                       **extra)
+    generic = _generic(msg)
+    if sig is None:
+        return generic
+    if sig.category == "other" and not sig.benign and generic is not None:
+        # a wrapper signature (PyTorch's DistBackendError): the words it wraps name the category
+        return Verdict(generic.category, generic.explanation, sig.id, sig.cause, sig.fix,
+                       nccl_version=version)
+    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign,
+                   nccl_version=version)
+
+
+def _stated_version(sig: catalogue.Signature | None, line: str) -> str | None:
+    return catalogue.fields(sig, line).get("nccl_version") if sig is not None else None
+
+
+def _generic(msg: str) -> Verdict | None:
     for pattern, category, explanation in _COMPILED:
         if pattern.search(msg):
-            return category, explanation
+            return Verdict(category, explanation)
     return None
+
+
+def catalogued(msg: str, line: str = "") -> Verdict | None:
+    """The verdict of the failure catalogue alone (lines that are not warnings: INFO, framework lines)."""
+    sig = _signature(msg, line)
+    if sig is None:
+        return None
+    return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign,
+                   nccl_version=_stated_version(sig, line or msg))
+
+
+def classify(msg: str) -> tuple[str, str] | None:
+    """Category and explanation for an error or warning message, or ``None`` when none applies."""
+    found = lookup(msg)
+    return (found.category, found.explanation) if found else None
 
 
 def completion_status(text: str) -> int | None:

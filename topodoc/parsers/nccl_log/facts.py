@@ -78,18 +78,35 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
-    maybe_error = handler is None or word in _ERROR_WORDS
-    # an INFO line is a finding only when the catalogue knows it
-    if rec.level == "INFO" and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS) and errors.classify(
-            msg):
-        _error(state, rec, ev, msg)
+    if rec.level == "INFO" and handler not in _FACT_ONLY:
+        _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
+
+
+def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> None:
+    """An INFO line is a finding only when the failure catalogue knows it (a failure or a benign line
+    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain."""
+    verdict = errors.catalogued(msg, ev.text)
+    if verdict is None and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
+        verdict = errors.lookup(msg, ev.text)
+    if verdict is not None:
+        key = _note(state, rec, ev, msg, verdict)
+        if verdict.benign:
+            state.note_benign((rec.host, rec.pid), key, ev)
+
+
+_OTHER = errors.Verdict("other", "NCCL printed a warning; read it with the lines around it.")
 
 
 def _error(state: LogState, rec: Record, ev: Evidence, msg: str) -> tuple:
-    found = errors.classify(msg)
-    category, explanation = found or ("other", "NCCL printed a warning; read it with the lines around it.")
-    key = re.sub(r"\d+", "N", msg)[:160] + explanation[:80]  # the explanation keeps IB statuses apart
-    return state.note_error(category, rec.level, ev, explanation, (rec.host, rec.pid), key)
+    return _note(state, rec, ev, msg, errors.lookup(msg, ev.text) or _OTHER)
+
+
+def _note(state: LogState, rec: Record, ev: Evidence, msg: str, verdict: errors.Verdict) -> tuple:
+    if verdict.nccl_version:  # PyTorch's DistBackendError, vLLM's "using nccl==": the release in use
+        _stated_version(state, rec, verdict.nccl_version, ev)
+    key = re.sub(r"\d+", "N", msg)[:160] + verdict.explanation[:80]  # the explanation keeps IB statuses apart
+    return state.note_error(verdict.category, rec.level, ev, verdict.explanation, (rec.host, rec.pid), key,
+                            verdict.detail())
 
 
 def _version(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -98,6 +115,15 @@ def _version(state: LogState, rec: Record, ev: Evidence) -> None:
         return
     bare = rec.pid is None
     table, key = (state.bare_versions, found[1]) if bare else (state.versions, (rec.host, found[1]))
+    entry = table.get(key)
+    if entry is None:
+        table[key] = [1, ev]
+    else:
+        entry[0] += 1
+
+
+def _stated_version(state: LogState, rec: Record, version: str, ev: Evidence) -> None:
+    table, key = (state.bare_versions, version) if rec.pid is None else (state.versions, (rec.host, version))
     entry = table.get(key)
     if entry is None:
         table[key] = [1, ev]
@@ -244,7 +270,7 @@ def _env(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _chain(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _CHAIN.match(rec.msg)
-    if found:
+    if found and not state.probe_chain((rec.host, rec.pid), ev):
         state.note_chain((rec.host, rec.pid), int(found[1]), ev)
 
 
@@ -267,6 +293,8 @@ def bus_id(text: str | None) -> str | None:
     return pciaddr.try_normalize(text.removeprefix("0x")) if text else None
 
 
+# handlers of lines that are facts, never findings (the catalogue is not searched in them)
+_FACT_ONLY = {_version, _cuda_driver, _connected, _nvls, _collnet, _comm, _connection}
 # a host repeating one of these lines tells nothing new
 _PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
 _BY_WORD = {

@@ -25,6 +25,7 @@ class ErrorEntry:
     proc: Proc
     count: int = 1
     related: list[Evidence] = field(default_factory=list)  # return-code chains of this WARN
+    detail: dict = field(default_factory=dict)  # LogError's structured fields (signature, fix, ib_status...)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class LogState:
     # the first "-> N" of a process that has printed no WARN yet; a later WARN of it takes the line
     chains: dict[Proc, tuple[int, Evidence]] = field(default_factory=dict)
     last_warn: dict[Proc, list] = field(default_factory=dict)  # process -> [error key, chain after it seen]
+    benign_at: dict[Proc, tuple] = field(default_factory=dict)  # process -> (file, line, key) of a probe
     # (prefix "host:pid:tid [dev]", text after "Channel NN/N : ") -> [lines, first evidence]
     conn_raw: dict[tuple[bytes, bytes], list] = field(default_factory=dict)
     procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
@@ -93,10 +95,11 @@ class LogState:
         return False
 
     def note_error(self, category: str, level: str, ev: Evidence, explanation: str, proc: Proc,
-                   key: str) -> tuple:
+                   key: str, detail: dict | None = None) -> tuple:
         found = self.errors.get((category, key))
         if found is None:
-            self.errors[(category, key)] = ErrorEntry(category, level, ev, explanation, proc)
+            entry = ErrorEntry(category, level, ev, explanation, proc, detail=detail or {})
+            self.errors[(category, key)] = entry
         else:
             found.count += 1
         return (category, key)
@@ -107,6 +110,20 @@ class LogState:
         self.last_warn[proc] = [key, False]
         if waiting is not None:
             self._relate(key, waiting[1])
+
+    def note_benign(self, proc: Proc, key: tuple, ev: Evidence) -> None:
+        """A benign line of ``proc`` (a probe such as ``No NIC info``): a return-code chain on the very
+        next line is that probe's (``-> 2`` after it is no failure), see :meth:`probe_chain`."""
+        self.benign_at[proc] = (ev.file, ev.line, key)
+
+    def probe_chain(self, proc: Proc, ev: Evidence) -> bool:
+        """True (and the chain related to the probe) when ``ev`` directly follows a benign probe of
+        ``proc``; chains further away are judged as usual."""
+        probe = self.benign_at.pop(proc, None)
+        if probe is None or (probe[0], probe[1] + 1) != (ev.file, ev.line):
+            return False
+        self._relate(probe[2], ev)
+        return True
 
     def note_chain(self, proc: Proc, code: int, ev: Evidence) -> None:
         """A return-code chain line: the first after a WARN belongs to that WARN; with no WARN yet, the

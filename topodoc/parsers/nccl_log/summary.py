@@ -14,6 +14,7 @@ printed no WARN has its chain judged alone.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from topodoc.logmodel import (
     Communicator,
@@ -56,7 +57,9 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     conn_nets = {c.transport[4:] for c in conns if c.transport.startswith("NET/")}
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
-    errs = _errors(state, versions, env, plugins, chosen)
+    found = _unless_fallback(_errors(state, versions, env, plugins, chosen), transport, nnodes or nodes_min)
+    errs = tuple(e for e in found if not e.benign)
+    benign = tuple(e for e in found if e.benign)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
     driver = max(state.cuda_driver, default=None)
     evidence = {"transport": t_ev, "gdr": gdr_ev, "nccl_version": v_ev, "nnodes": nodes_ev,
@@ -69,7 +72,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         nnodes_min=nodes_min,
         local_ranks=max((r.local_ranks or 0 for r in ranks), default=0) or None,
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
-        errors=errs, env={e.name: e.value for e in env},
+        errors=errs, benign=benign, env={e.name: e.value for e in env},
         evidence=_distinct(evidence),
         notes=_notes(state, index) + _rank_note(ranks),
     )
@@ -77,6 +80,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         summary=summary, inputs=stats, hosts=hosts, ranks=_rank_rows(ranks),
         communicators=_communicators(state, ranks),
         connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs, plugins=plugins,
+        benign=benign,
     )
 
 
@@ -279,12 +283,32 @@ def _nnodes(state: LogState, hosts, ranks, conns, index: _HostIndex) -> tuple[in
     if net and not candidates:
         return None, ()  # network connections prove "more than one", not how many
     if not candidates:
-        return None, ()
+        return _one_machine(hosts, conns, size)
     best = max(n for n, _ev in candidates)
     evidence = tuple(ev for n, ev in candidates if n == best and ev is not None)
     if not evidence:
         evidence = tuple(_host_evidence(state, hosts, index, full=False))
     return best, evidence
+
+
+def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
+    """One node, proven by the connection table: every rank of the communicator (0..nranks-1, or 0..the
+    highest rank or peer seen when no size is printed) has its own connection rows, each rank and peer
+    in them is one of those, and not one row goes through the network; all of it printed on one machine.
+    The rings and trees close inside that machine, so no other node takes part."""
+    if len(hosts) != 1 or hosts[0].machines != 1 or not conns:
+        return None, ()
+    if any(c.transport.startswith(("NET/", "COLLNET")) for c in conns):
+        return None, ()
+    printed = {c.rank for c in conns}
+    reached = printed | {c.peer for c in conns}
+    world = size or max(reached) + 1
+    if printed != set(range(world)) or not reached <= printed:
+        return None, ()
+    first = {}
+    for c in conns:
+        first.setdefault(c.rank, c.evidence)
+    return 1, tuple(ev for _rank, ev in sorted(first.items()) if ev is not None)[:4]
 
 
 def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[int | None, tuple]:
@@ -359,11 +383,7 @@ def _version_key(text: str) -> tuple[int, ...]:
 
 def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, ...], plugins,
             chosen: set[str]) -> tuple[LogError, ...]:
-    out = [
-        LogError(e.category, e.level, e.evidence.file, e.evidence.line, e.evidence.text, e.explanation,
-                 e.proc[0], e.proc[1], e.count, tuple(sorted(e.related, key=lambda ev: (ev.file, ev.line))))
-        for e in state.errors.values()
-    ]
+    out = [_error(e) for e in state.errors.values()]
     for proc, (code, ev) in state.chains.items():  # chains of processes that printed no WARN
         found = errors.return_code_error(code)
         if found:
@@ -382,6 +402,26 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
                 "known fault.",
             ))
     return tuple(sorted(out, key=lambda e: (e.file, e.line)))
+
+
+def _unless_fallback(found: tuple[LogError, ...], transport: str | None, nodes: int | None) -> tuple:
+    """A "no device" line is benign on one node, but on a multi-node job that ended on TCP sockets it is
+    why the job fell back (``NET/IB : No device found.`` with an ``NCCL_IB_HCA`` set): an error there."""
+    if transport != "Socket" or (nodes or 1) < 2:
+        return found
+    return tuple(replace(e, benign=False) if e.benign and e.category == "no_net_device" else e for e in found)
+
+
+def _error(entry) -> LogError:
+    """An :class:`ErrorEntry` frozen; PyTorch's ``Last error:`` line keeps the WARN text it repeats."""
+    ev, detail, repeats = entry.evidence, dict(entry.detail), None
+    if entry.explanation.startswith(errors.LAST_ERROR_NOTE):
+        repeats = ev.text.split("Last error:", 1)[1].strip() if "Last error:" in ev.text else ev.text.strip()
+        verdict = errors.lookup(repeats)
+        detail = verdict.detail() if verdict else detail
+    related = tuple(sorted(entry.related, key=lambda e: (e.file, e.line)))
+    return LogError(entry.category, entry.level, ev.file, ev.line, ev.text, entry.explanation, entry.proc[0],
+                    entry.proc[1], entry.count, related, repeats=repeats or None, **detail)
 
 
 def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:

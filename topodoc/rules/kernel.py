@@ -1,0 +1,123 @@
+"""Rules on kernel-log events (``dmesg`` / ``journalctl -k`` given to ``diagnose FILE...``): Xid, PCIe AER
+and IOMMU faults, and the joined finding "an Xid on the GPU whose rank failed" (the Xid's PCI address vs the
+``busId`` of a rank in the NCCL log).
+
+The ``kernel`` fact is a tuple of ``(path, KernelEvent)`` pairs (:mod:`topodoc.parsers.kernel_log`); the
+explanations and usual actions come from the parser (:mod:`topodoc.parsers.xid_catalog` for Xids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.logmodel import LogAnalysis, RankInfo
+from topodoc.rules.common import log_line
+from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
+
+_SEVERITY = {"critical": Severity.ERROR, "error": Severity.ERROR, "warning": Severity.WARNING,
+             "info": Severity.INFO}
+_ACTIONS = {
+    "restart_app": "restart the application; the same Xid again on this GPU with other jobs points at the "
+    "GPU",
+    "reset_gpu": "drain the GPU's jobs and reset it (nvidia-smi -r, or reboot); watch for a repeat",
+    "drain_node": "drain the node and reboot it; if it comes back, run the vendor diagnostics "
+    "(dcgmi diag -r 3)",
+    "rma": "drain the node and open a hardware case (RMA) for this GPU with the Xid lines",
+}
+
+
+def _where(path: str, event) -> Evidence:
+    return Evidence("log", f"{path}:{event.line}", event.text)
+
+
+def _groups(kernel, kinds: tuple[str, ...]) -> dict[tuple, list]:
+    """Events of ``kinds`` grouped by (kind, device, code), first first."""
+    groups: dict[tuple, list] = {}
+    for path, event in kernel:
+        if event.kind in kinds and event.severity != "info":
+            groups.setdefault((event.kind, event.device, event.code), []).append((path, event))
+    return groups
+
+
+@rule(
+    "kernel-xid", "error", ("gpu", "xid", "kernel"),
+    title="The NVIDIA driver reported an Xid (or a lost GPU) in the kernel log",
+    fix="follow the Xid's action (restart the application, reset the GPU, drain the node or RMA)",
+)
+def kernel_xid(kernel) -> Iterator[Hit]:
+    for (_kind, device, _code), items in _groups(kernel, ("xid", "gpu_lost", "sxid")).items():
+        _path, first = items[0]
+        times = f" ({len(items)} lines)" if len(items) > 1 else ""
+        yield Hit(
+            subject=device or "GPU",
+            message=f"{first.message}{times}",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            fix=_ACTIONS.get(first.action or ""),
+            severity=_SEVERITY.get(max((e.severity for _p, e in items), key=_rank)),
+        )
+
+
+def _rank(severity: str) -> int:
+    return ("info", "warning", "error", "critical").index(severity) if severity in _SEVERITY else 0
+
+
+@rule(
+    "kernel-pcie-iommu-events", "warning", ("pcie", "iommu", "kernel"),
+    title="PCIe AER errors or IOMMU faults in the kernel log",
+    fix="corrected AER errors in bursts: reseat or replace the card/riser and check the slot's link; IOMMU "
+    "faults on GPU/NIC traffic: iommu=pt (or off) for peer-to-peer and GPUDirect RDMA",
+)
+def kernel_pcie_iommu_events(kernel) -> Iterator[Hit]:
+    for (kind, device, _code), items in _groups(kernel, ("aer", "iommu")).items():
+        _path, first = items[0]
+        times = f" ({len(items)} lines)" if len(items) > 1 else ""
+        yield Hit(
+            subject=device or kind,
+            message=f"{first.message}{times}",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            severity=_SEVERITY.get(max((e.severity for _p, e in items), key=_rank)),
+        )
+
+
+@rule(
+    "xid-on-failed-rank-gpu", "error", ("gpu", "xid", "kernel", "log", "joined"),
+    title="An Xid on the GPU of a rank that failed",
+    fix="treat the GPU as the cause of the job's failure: follow the Xid's action for that GPU and rerun "
+    "the job without it; the NCCL errors of the other ranks are consequences",
+)
+def xid_on_failed_rank_gpu(kernel, logs: LogAnalysis) -> Iterator[Hit]:
+    """The Xid's PCI address equals the ``busId`` NCCL printed for a rank whose process logged an error.
+    A kernel log names no host: when ranks on several hosts use that bus id, the finding says so."""
+    failed = {(e.host, e.pid) for e in logs.errors}
+    if not failed:
+        return
+    for (_kind, device, _code), items in _groups(kernel, ("xid", "gpu_lost")).items():
+        ranks = _ranks_on(logs.ranks, device)
+        hit = [r for r in ranks if (r.host, r.pid) in failed]
+        if not hit:
+            continue
+        path, first = items[0]
+        hosts = sorted({r.host or "?" for r in ranks})
+        where = f"on {hosts[0]}" if len(hosts) == 1 else (
+            f"(ranks on {', '.join(hosts)} use this bus id; the kernel log does not say which host it is "
+            "from)")
+        rank = hit[0]
+        errors = [e for e in logs.errors if (e.host, e.pid) == (rank.host, rank.pid)]
+        yield Hit(
+            subject=device or "GPU",
+            message=f"{first.message}; this GPU ({device}) is rank {rank.rank}'s {where}, and that rank's "
+            f"process logged {len(errors)} NCCL error(s): the Xid explains the failure",
+            evidence=(_where(path, first), log_line(rank.evidence), log_line(errors[0])) if rank.evidence
+            else (_where(path, first), log_line(errors[0])),
+            fix=_ACTIONS.get(first.action or ""),
+            confidence=1.0 if len(hosts) == 1 else 0.5,
+        )
+
+
+def _ranks_on(ranks: tuple[RankInfo, ...], device: str | None) -> list[RankInfo]:
+    if not device:
+        return []
+    return [r for r in ranks if r.bus_id and r.bus_id.lower() == device.lower()]
+
+
+RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu)
