@@ -209,7 +209,9 @@ def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
 def _plugin(state: LogState, rec: Record, ev: Evidence) -> None:
     _note_plugin(state, rec, ev)
     if rec.msg.startswith("Assigned NET plugin"):  # 2.27+: the comm's network, like "Using network"
-        _network(state, rec.msg.split()[3], ev)
+        words = rec.msg.split()
+        if len(words) > 3:  # a line cut after "plugin" names no network
+            _network(state, words[3], ev)
 
 
 def _note_plugin(state: LogState, rec: Record, ev: Evidence) -> None:

@@ -69,7 +69,12 @@ class Scanner:
         self.repeats: set[tuple[bytes, bytes]] = set()
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
-        extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
+        self.all_extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
+        self._use_extra(self.all_extra)
+
+    def _use_extra(self, extra: tuple[bytes, ...]) -> None:
+        """The extra literals in force: those the current block holds (a literal never spans lines, and
+        blocks are whole lines), so a block without any costs no per-record search for them."""
         self.keywords, self.old_keywords, self.extra = _KEYWORDS + extra, _OLD_KEYWORDS + extra, extra
         self.extra_text = tuple(e.decode("utf-8") for e in extra)
 
@@ -83,6 +88,10 @@ class Scanner:
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
     def _block(self, block: bytes) -> None:
+        if self.all_extra:  # one pass per literal over the block instead of one per record
+            present = tuple(e for e in self.all_extra if e in block)
+            if present != self.extra:
+                self._use_extra(present)
         old = not self.seen_info
         pieces = block.split(_INFO)
         made = plan(pieces, old, self.keywords, self.old_keywords)
