@@ -156,7 +156,7 @@ def test_a_raising_collector_is_reported_and_the_agent_carries_on():
 
 
 def test_log_tail_follows_growth_rotation_and_truncation(tmp_path):
-    text = (LOGS / "ib_2node_gdr_srun.log").read_text()
+    text = (LOGS / "ib-2node-gdr-srun.log").read_text()
     half = text.index("\n", len(text) // 3) + 1
     log = tmp_path / "job-1.log"
     log.write_text(text[:half])
@@ -171,7 +171,7 @@ def test_log_tail_follows_growth_rotation_and_truncation(tmp_path):
     assert grown.analysis.summary.transport == "IB" and grown.analysis.summary.gdr is True
     assert grown.kept_bytes > first.kept_bytes
     log.rename(tmp_path / "job-1.log.1.gz")  # rotated away (and compressed: ignored)
-    log.write_text((LOGS / "socket_fallback_no_ib_device.log").read_text())
+    log.write_text((LOGS / "socket-fallback-no-ib-device.log").read_text())
     watcher.poll()
     rotated = watcher.analyse()[str(log)]
     assert rotated.restarts == 1 and rotated.analysis.summary.transport != "IB"
@@ -183,7 +183,7 @@ def test_log_tail_follows_growth_rotation_and_truncation(tmp_path):
 
 
 def test_watched_log_findings_per_file(tmp_path):
-    shutil.copy(LOGS / "socket_fallback_no_ib_device.log", tmp_path / "job-a.log")
+    shutil.copy(LOGS / "socket-fallback-no-ib-device.log", tmp_path / "job-a.log")
     agent = Agent(AgentConfig(source="example:dgx-a100-degraded-gpu-x8", listen=None, live_events=False,
                               watch_log=(str(tmp_path / "*.log"),)))
     agent.run_cycle()

@@ -15,7 +15,7 @@ def _topodoc(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProc
 
 
 def test_multi_file_json(tmp_path):
-    lines = (FIXTURES / "ib_2node_gdr_srun.log").read_text().splitlines(keepends=True)
+    lines = (FIXTURES / "ib-2node-gdr-srun.log").read_text().splitlines(keepends=True)
     node_a = tmp_path / "node-a.log"
     node_b = tmp_path / "node-b.log"
     node_a.write_text("".join(line for line in lines if "dgx-a02" not in line))
@@ -31,7 +31,7 @@ def test_multi_file_json(tmp_path):
 
 
 def test_human_report_starts_with_the_verdict():
-    run = _topodoc(str(FIXTURES / "roce_retry_exceeded_mpirun.log"))
+    run = _topodoc(str(FIXTURES / "roce-retry-exceeded-mpirun.log"))
     assert run.returncode == 0
     first = run.stdout.decode().splitlines()[0]
     assert first.startswith("2 nodes") and "RoCE with GPUDirect RDMA" in first and "3 warnings" in first
@@ -39,7 +39,7 @@ def test_human_report_starts_with_the_verdict():
 
 
 def test_stdin_and_not_an_nccl_log():
-    ok = _topodoc("-", stdin=(FIXTURES / "tcpx_gcp_a3.log").read_bytes())
+    ok = _topodoc("-", stdin=(FIXTURES / "tcpx-gcp-a3.log").read_bytes())
     assert ok.returncode == 0 and "GPUDirect-TCPX" in ok.stdout.decode()
     bad = _topodoc("-", stdin=b"epoch 1 loss 2.0\n")
     assert bad.returncode == 2
@@ -54,18 +54,18 @@ def test_missing_file_is_one_line_and_exit_2(tmp_path):
 
 
 def test_plugin_fallback_is_shown_with_its_reason():
-    run = _topodoc(str(FIXTURES / "ofi_init_failed_socket_fallback_p4d.log"))
+    run = _topodoc(str(FIXTURES / "ofi-init-failed-socket-fallback-p4d.log"))
     out = run.stdout.decode()
     assert run.returncode == 0 and out.startswith("2 nodes") and "TCP sockets" in out.splitlines()[0]
     plugins = out.split("Plugins\n", 1)[1].split("\n\n", 1)[0]
     assert "aws-ofi-nccl" in plugins and "(aws-ofi-nccl initialization failed)" in plugins
-    data = json.loads(_topodoc(str(FIXTURES / "ofi_init_failed_socket_fallback_p4d.log"), "--json").stdout)
+    data = json.loads(_topodoc(str(FIXTURES / "ofi-init-failed-socket-fallback-p4d.log"), "--json").stdout)
     assert [(p["name"], p["status"], p["selected"]) for p in data["plugins"] if p["kind"] == "net"] == [
         ("aws-ofi-nccl", "failed", False)]
 
 
 def test_partial_log_says_at_least_two_nodes_and_json_has_the_bound():
-    path = str(FIXTURES / "ib_loc_prot_err4_vendor81.log")
+    path = str(FIXTURES / "ib-loc-prot-err4-vendor81.log")
     human = _topodoc(path)
     assert human.returncode == 0
     assert human.stdout.decode().startswith("at least 2 nodes, 16 ranks, NCCL 2.18.1")
@@ -103,7 +103,7 @@ def test_evidence_table_lists_each_line_once_in_file_and_line_order():
 
 
 def test_evidence_table_of_a_partial_log_is_sorted():
-    rows = _evidence_rows(_topodoc(str(FIXTURES / "ib_loc_prot_err4_vendor81.log")).stdout.decode())
+    rows = _evidence_rows(_topodoc(str(FIXTURES / "ib-loc-prot-err4-vendor81.log")).stdout.decode())
     assert [r[2] for r in rows if r[0] == "transport"] == [4, 10, 11]
     above = "(line shown above)"
     assert [(r[2], r[3]) for r in rows if r[0] == "gdr"] == [(10, above), (11, above)]

@@ -179,7 +179,7 @@ def test_every_log_fixture_diagnoses_without_internal_errors(log):
 def test_plugin_failure_log_names_the_fallback():
     from topodoc.parsers.nccl_log import analyze
 
-    analysis = analyze([str(ROOT / "fixtures" / "logs" / "plugin_failed_socket_fallback.log")])
+    analysis = analyze([str(ROOT / "fixtures" / "logs" / "plugin-failed-socket-fallback.log")])
     rules = {f.rule: f for f in evaluate(Facts(logs=analysis), RULES).findings}
     # "Failed to open libibverbs" on a two-node job that ended on sockets: a reason of its own
     assert set(rules) == {"nccl-net-plugin-failed", "nccl-socket-fallback", "nccl-no-net-device"}

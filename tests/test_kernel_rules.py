@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "fixtures" / "kernel_log"
-NCCL = ROOT / "fixtures" / "logs" / "ib_loc_prot_err4_vendor81.log"  # rank 9, busId 2a000, then a WARN
+NCCL = ROOT / "fixtures" / "logs" / "ib-loc-prot-err4-vendor81.log"  # rank 9, busId 2a000, then a WARN
 
 
 def diagnose(*paths: Path) -> dict:
@@ -56,7 +56,7 @@ def test_xid_on_the_gpu_of_the_failed_rank_is_joined(tmp_path):
     (joined,) = found["xid-on-failed-rank-gpu"]
     assert joined["subject"] == "0000:2a:00.0" and "rank 9" in joined["message"]
     wheres = [e["where"] for e in joined["evidence"]]
-    assert wheres[0].endswith("dmesg.txt:1") and wheres[1].endswith("ib_loc_prot_err4_vendor81.log:9")
+    assert wheres[0].endswith("dmesg.txt:1") and wheres[1].endswith("ib-loc-prot-err4-vendor81.log:9")
 
 
 def test_an_xid_on_another_gpu_is_not_joined(tmp_path):

@@ -291,7 +291,7 @@ def test_utf16_logs_are_read_like_utf8(tmp_path):
 
     from topodoc.codec import to_data
 
-    source = Path("fixtures/logs/ib_local_protection_acs.log")
+    source = Path("fixtures/logs/ib-local-protection-acs.log")
     text = source.read_text(encoding="utf-8")
     expected = to_data(analyze([("x.log", io.BytesIO(text.encode("utf-8")))]).summary)
     variants = {
@@ -313,7 +313,7 @@ def _renamed(error: dict, name: str) -> dict:
 
 
 def test_a_partial_log_of_two_machines_gives_a_lower_bound_not_a_count():
-    s = analyze([str(LOGS / "ib_loc_prot_err4_vendor81.log")]).summary
+    s = analyze([str(LOGS / "ib-loc-prot-err4-vendor81.log")]).summary
     assert (s.nnodes, s.nnodes_min, s.nranks) == (None, 2, 16)  # 2 of 16 ranks logged: the total is unknown
     bound = s.evidence["nnodes_min"]
     assert sorted(ev.line for ev in bound) == [1, 6] and all("Bootstrap : Using ib0:10.101.15." in ev.text
@@ -345,7 +345,7 @@ def test_a_known_node_count_is_its_own_lower_bound():
 
 
 def test_each_summary_field_lists_a_line_once():
-    s = analyze([str(LOGS / "efa_devices_hidden_in_container_2_27.log")]).summary
+    s = analyze([str(LOGS / "efa-devices-hidden-in-container-2-27.log")]).summary
     for lines in s.evidence.values():
         assert len({(ev.file, ev.line) for ev in lines}) == len(lines)
     assert len(s.evidence["nnodes"]) == 1  # nNodes and nranks/localRanks come from the same Init line

@@ -438,8 +438,8 @@ def test_gdr_prereq_leaves_efa_to_the_log_rules():
 @pytest.mark.parametrize(
     ("log", "line", "detail"),
     [
-        ("ofi_init_failed_socket_fallback_p4d.log", 10, "failed to initialize:"),
-        ("efa_devices_hidden_in_container_2_27.log", 7, "(OFI fi_getinfo() call failed: No data available)"),
+        ("ofi-init-failed-socket-fallback-p4d.log", 10, "failed to initialize:"),
+        ("efa-devices-hidden-in-container-2-27.log", 7, "(OFI fi_getinfo() call failed: No data available)"),
     ],
 )
 def test_socket_fallback_names_the_net_plugin_nccl_passed_over(log, line, detail):
@@ -473,7 +473,7 @@ def test_pairs_nccl_relays_over_nvlink_are_not_reported_as_pcie_p2p():
 
 
 def test_asymmetric_gdr_is_left_to_its_own_rule():
-    facts = _host_facts("dgx-a100", "asymmetric_gdr_peermem.log")
+    facts = _host_facts("dgx-a100", "asymmetric-gdr-peermem.log")
     assert not findings("gdr-unused-but-possible", facts)
     assert findings("nccl-gdr-asymmetric", facts)
 

@@ -25,7 +25,7 @@ def findings(rule_id: str, path: Path) -> list:
 
 
 def test_flush_after_local_protection_error_is_folded_into_it_with_the_acs_fix():
-    path = LOGS / "ib_local_protection_acs.log"
+    path = LOGS / "ib-local-protection-acs.log"
     (finding,) = findings("nccl-ib-completion-error", path)
     assert "LOC_PROT_ERR (4)" in finding.message and "a consequence of this error" in finding.message
     # the WARN, the flushed request it caused, then the return-code chain NCCL printed with the WARN
@@ -34,13 +34,13 @@ def test_flush_after_local_protection_error_is_folded_into_it_with_the_acs_fix()
 
 
 def test_retry_exceeded_then_flush_is_one_finding_with_the_link_fix():
-    (finding,) = findings("nccl-ib-completion-error", LOGS / "ibext_roce_completion_12_then_5.log")
+    (finding,) = findings("nccl-ib-completion-error", LOGS / "ibext-roce-completion-12-then-5.log")
     assert "RETRY_EXC_ERR (12)" in finding.message and "WR_FLUSH_ERR" in finding.message
     assert "port error counters" in finding.fix
 
 
 def test_flush_errors_alone_are_reported_and_point_at_the_first_failure(tmp_path):
-    lines = (LOGS / "ib_local_protection_acs.log").read_text().splitlines()
+    lines = (LOGS / "ib-local-protection-acs.log").read_text().splitlines()
     log = tmp_path / "flush_only.log"
     log.write_text("\n".join(line for line in lines if "with error 4" not in line) + "\n")
     (finding,) = findings("nccl-ib-completion-error", log)
@@ -48,7 +48,7 @@ def test_flush_errors_alone_are_reported_and_point_at_the_first_failure(tmp_path
 
 
 def _with_version(tmp_path: Path, version: str) -> Path:
-    text = (LOGS / "roce_retry_exceeded_mpirun.log").read_text().replace("2.19.3", version)
+    text = (LOGS / "roce-retry-exceeded-mpirun.log").read_text().replace("2.19.3", version)
     path = tmp_path / "roce.log"
     path.write_text(text)
     return path
@@ -63,12 +63,12 @@ def test_retry_exceeded_on_roce_with_a_forced_gid_index_says_what_to_check_by_ve
 
 
 def test_gid_note_needs_roce(tmp_path):
-    (finding,) = findings("nccl-ib-completion-error", LOGS / "ib_loc_prot_err4_vendor81.log")
+    (finding,) = findings("nccl-ib-completion-error", LOGS / "ib-loc-prot-err4-vendor81.log")
     assert "NCCL_IB_GID_INDEX" not in finding.message  # IB link layer, status 4: the GID is not the story
 
 
 def test_repeated_plugin_warnings_of_one_process_are_one_finding():
-    path = LOGS / "ofi_init_failed_socket_fallback_p4d.log"
+    path = LOGS / "ofi-init-failed-socket-fallback-p4d.log"
     # the catalogue explains the endpoint failure on its own line, as a second, more specific finding
     generic, endpoint = findings("nccl-net-plugin-failed", path)
     assert generic.message.endswith("(4 times)") and len(generic.evidence) == 3
@@ -105,7 +105,7 @@ def test_completion_status_reads_every_format():
 def test_cli_diagnose_explains_a_link_local_bootstrap_failure():
     done = subprocess.run(
         [sys.executable, "-m", "topodoc", "diagnose", "--log",
-         str(LOGS / "bootstrap_connect_abort_ipv6_linklocal.log")],
+         str(LOGS / "bootstrap-connect-abort-ipv6-linklocal.log")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )
     assert done.returncode == 1, done.stderr
@@ -115,7 +115,7 @@ def test_cli_diagnose_explains_a_link_local_bootstrap_failure():
 
 @pytest.mark.parametrize(
     ("name", "lines"),
-    [("pytorch_watchdog_timeout_torchrun.log", [25, 28]), ("pytorch_last_error_reset_by_peer.log", [4, 7])],
+    [("pytorch-watchdog-timeout-torchrun.log", [25, 28]), ("pytorch-last-error-reset-by-peer.log", [4, 7])],
 )
 def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, lines):
     path = LOGS / name
@@ -128,7 +128,7 @@ def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, line
 
 
 def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
-    path = LOGS / "bootstrap_connect_abort_ipv6_linklocal.log"
+    path = LOGS / "bootstrap-connect-abort-ipv6-linklocal.log"
     # the other finding: the interface line itself (catalogue socket-iface-link-local), on another process
     link_local, finding = findings("nccl-remote-error", path)
     assert "socket-iface-link-local" in link_local.message and link_local.subject == "gpu-k07:12246"
@@ -138,7 +138,7 @@ def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
 
 
 def test_a_last_error_far_from_the_error_line_stays_its_own_finding(tmp_path):
-    lines = (LOGS / "pytorch_last_error_reset_by_peer.log").read_text().splitlines()
+    lines = (LOGS / "pytorch-last-error-reset-by-peer.log").read_text().splitlines()
     log = tmp_path / "apart.log"
     log.write_text("\n".join(lines[:5] + [f"step {n} loss 2.0" for n in range(6)] + lines[5:]) + "\n")
     assert len(findings("nccl-remote-error", log)) == 2

@@ -92,7 +92,7 @@ def test_smi_q_gpu_at_x8() -> None:
 
 def test_gdr_off_log_with_sys_gpu_nic_topo() -> None:
     data = _diagnose(
-        str(CASES / "l40s-topo-m-nic-sys.txt"), str(ROOT / "fixtures/logs/asymmetric_gdr_peermem.log")
+        str(CASES / "l40s-topo-m-nic-sys.txt"), str(ROOT / "fixtures/logs/asymmetric-gdr-peermem.log")
     )
     rules = _rules(data)
     assert {"gpu-nic-far", "nccl-gdr-asymmetric"} <= rules
@@ -334,7 +334,7 @@ def test_topo_m_rows_without_their_header_are_reported_not_guessed(tmp_path: Pat
 
 def test_ib_protection_errors_explained_by_acs_in_pasted_lspci() -> None:
     data = _diagnose(
-        str(CASES / "acs-plx-two-gpus-lspci.txt"), str(ROOT / "fixtures/logs/ib_local_protection_acs.log")
+        str(CASES / "acs-plx-two-gpus-lspci.txt"), str(ROOT / "fixtures/logs/ib-local-protection-acs.log")
     )
     cause = next(f for f in data["findings"] if f["rule"] == "ib-local-protection-cause")
     sources = [e["source"] for e in cause["evidence"]]
@@ -356,7 +356,7 @@ def test_gpu_lost_from_nvidia_smi_handle_error() -> None:
 
 
 def test_nccl_log_on_stdin() -> None:
-    log = (ROOT / "fixtures/logs/asymmetric_gdr_peermem.log").read_text()
+    log = (ROOT / "fixtures/logs/asymmetric-gdr-peermem.log").read_text()
     result = run_cli("diagnose", "--json", "--fail-on", "critical", "-", input=log)
     data = json.loads(result.stdout)
     assert data["inputs"]["files"][0]["kind"] == "nccl-log" and "nccl-gdr-asymmetric" in _rules(data)

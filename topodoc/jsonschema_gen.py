@@ -77,7 +77,7 @@ def documents() -> dict[str, Doc]:
     inputs = Obj(
         "DiagnoseInputs",
         {"hardware": str | None, "log": str | None, "nccl-tests": str | None},
-        {"files": list[file_row], "notes": list[str]},  # diagnose FILE...
+        {"files": list[file_row], "notes": list[str], "kernel-log": str | None},  # diagnose FILE...
     )
     return {
         "topodoc.snapshot": Doc("topodoc probe --json: everything the collectors saw on one machine.",
