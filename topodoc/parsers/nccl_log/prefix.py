@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+from topodoc.inputs import strip_ansi  # the one ANSI stripper
+
 _LEAD_TIME = re.compile(
     r"^\s{0,64}(?:\|\s{0,64})?\d{4}-\d\d-\d\d[T ][\d:.,]{1,40}(?:Z|[+-]\d\d:?\d\d)?\s{0,64}(?:\|\s{0,64})?"
 )
@@ -59,7 +60,7 @@ def who(tail: str) -> Record | None:
 def clean(text: str) -> str:
     """Drop ANSI colour codes, carriage returns and a leading ISO/CloudWatch timestamp."""
     if "\x1b" in text or "\r" in text:
-        text = _ANSI.sub("", text)
+        text = strip_ansi(text).replace("\r", "")
     if text[:1].isdigit() or text[:2].strip().startswith("|"):
         text = _LEAD_TIME.sub("", text, count=1)
     return text
