@@ -52,6 +52,8 @@ def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
         found.add("cpuset")
     if s.driver.nvml_available or "smi" in facts:
         found.add("lost")
+    if any(g.name for g in s.gpus):
+        found.add("gpu_names")
     return frozenset(found)
 
 
@@ -72,12 +74,14 @@ _ADD = {
     "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
     "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
     "lost": "nvidia-smi or nvidia-smi -q output (a lost GPU prints 'Unable to determine the device handle')",
+    "gpu_names": "nvidia-smi -q (or nvidia-smi -L) for the GPU models",
 }
 _RULE_FACETS = {
     "pcie-width-reduced": ("pcie_links",),
     "pcie-speed-reduced": ("pcie_links",),
     "gpu-p2p-via-cpu": ("placement", "nvlink_known"),
     "gpu-p2p-unsupported": ("p2p",),
+    "gpu-consumer-p2p-disabled": ("gpu_names",),
     "pcie-aer-errors": ("aer",),
     "gpu-lost": ("lost",),
     "nvlink-link-down": ("nvlinks",),

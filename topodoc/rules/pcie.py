@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from topodoc.model import Gpu, PciDevice, Snapshot
 from topodoc.rules.common import path_evidence, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, Severity, rule
-from topodoc.rules.machine import gpu_label, pair_names, rdma_nics
+from topodoc.rules.machine import gpu_label, gpu_name, pair_names, rdma_nics
 from topodoc.topology import Topology, pcitree
 from topodoc.topology.rates import pcie_gbps
 from topodoc.topology.types import UPSTREAM
@@ -362,11 +363,37 @@ def _lost_evidence(snapshot: Snapshot, gpu: Gpu) -> Evidence:
     return Evidence("nvml", call, "NVML_ERROR_GPU_IS_LOST (15)")
 
 
+
+# GeForce RTX 40- and 50-series (and the RTX 5090 D): NVIDIA's driver disables PCIe peer-to-peer on them
+# (FAILURES.md #27); matched on the name NVML reports, never guessed from the PCI id.
+_CONSUMER_NO_P2P = re.compile(r"\bGeForce RTX [45]0[0-9]0\b")
+
+
+@rule(
+    "gpu-consumer-p2p-disabled", "warning", ("gpu", "p2p", "hardware"),
+    title="GeForce RTX 40/50-series GPUs: PCIe peer-to-peer is disabled by the driver",
+    fix="expect SHM (host memory) bandwidth between these GPUs; place ranks so that pairs do not share one "
+        "PCIe switch uplink; data-center GPUs are needed for P2P (no NCCL setting turns it on)",
+)
+def gpu_consumer_p2p_disabled(snapshot: Snapshot) -> Iterator[Hit]:
+    consumer = [g for g in snapshot.gpus if g.name and _CONSUMER_NO_P2P.search(g.name)]
+    if len(consumer) < 2:
+        return
+    names = ", ".join(gpu_name(g) for g in consumer)
+    yield Hit(
+        subject=names,
+        message=f"{len(consumer)} GeForce RTX 40/50-series GPUs ({consumer[0].name}): NVIDIA's driver does "
+        "not allow PCIe peer-to-peer on them, so NCCL copies every intra-node transfer through host memory "
+        "(SHM) instead of its P2P transport",
+        evidence=tuple(_nvml(g, "nvmlDeviceGetName", g.name) for g in consumer[:4]),
+    )
+
 RULES = (
     pcie_width_reduced,
     pcie_speed_reduced,
     gpu_p2p_via_cpu,
     gpu_p2p_unsupported,
+    gpu_consumer_p2p_disabled,
     pcie_aer_errors,
     gpu_lost,
 )
