@@ -138,6 +138,7 @@ def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     from topodoc.textmachine import build
     from topodoc.textplacement import legend_names
     from topodoc.topology.pcitree import smi_level
+    from topodoc.topology.vocab import SMI_LEVELS
 
     item = parse_text(str(path), path.read_text())
     if item.kind != "smi-topo" or item.parsed is None or item.parsed.kind != "topo":
@@ -146,7 +147,7 @@ def test_stand_in_tree_reproduces_every_topo_m_class(path: Path) -> None:
     where = {f"GPU{g.index}": g.pci_address for g in snapshot.gpus}
     nics = {n.name: n.pci_address for n in snapshot.nics}
     where |= {col: nics[name] for col, name in legend_names(item.parsed).items()}
-    classes = {"PIX", "PXB", "PHB", "NODE", "SYS"}
+    classes = set(SMI_LEVELS)
     cells = [(r, c, v) for r, row in item.parsed.links.items() for c, v in row.items() if v in classes]
     assert cells
     assert [(r, c, smi_level(snapshot.pci, where[r], where[c])) for r, c, _ in cells] == cells

@@ -14,9 +14,9 @@ import re
 from dataclasses import replace
 
 from topodoc.model import ConnectionMatrix, Gap, GapReason, PciDevice
+from topodoc.topology.vocab import SMI_LEVELS
 
 STAND_IN_DOMAIN = 0xFFFE
-_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 def legend_names(matrix: ConnectionMatrix) -> dict[str, str]:
@@ -60,7 +60,7 @@ def place_from_matrix(b) -> None:
     names = [g.name for g in matrix.gpus] + [n.name for n in matrix.nics]
     cell = {(r, c): v for r, cells in matrix.links.items() for c, v in cells.items()}
     numa = {g.name: g.numa_affinity for g in matrix.gpus}
-    groups = {level: _clusters(names, cell, numa, level) for level in ("PIX", "PXB", "PHB", "NODE")}
+    groups = {level: _clusters(names, cell, numa, level) for level in SMI_LEVELS[:-1]}
     alloc = _Alloc()
     nic_names = legend_names(matrix)
     addresses: dict[str, str] = {}
@@ -158,9 +158,9 @@ def _clusters(names: list[str], cell: dict, numa: dict, level: str) -> list[set[
             x = parent[x]
         return x
 
-    rank = _LEVELS.index(level)
+    rank = SMI_LEVELS.index(level)
     for (a, c), v in cell.items():
-        if a in parent and c in parent and v in _LEVELS and _LEVELS.index(v) <= rank:
+        if a in parent and c in parent and v in SMI_LEVELS and SMI_LEVELS.index(v) <= rank:
             parent[find(a)] = find(c)
     if level == "NODE":
         by_numa: dict[str, str] = {}

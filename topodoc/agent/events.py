@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from topodoc.parsers.kernel_log import KernelEvent, parse_line
 from topodoc.parsers.xid_catalog import lookup
+from topodoc.topology.vocab import SMI_LEVELS
 
 MAX_EVENTS = 1000  # ring buffer
 MAX_SERIES = 2000  # distinct counter label sets; beyond it events count under "other"
@@ -170,7 +171,7 @@ def _impact_of(topology, name: str, nvlink: bool) -> str:
                     f"and the collectives that use {name}'s NVLinks are affected")
         return f"{name}: no NVLink peer is known in the topology"
     if name.startswith("NIC"):
-        near = [c.a for c in topology.gpu_nic if name.split()[0] == c.b and c.pci_level in ("PIX", "PXB")]
+        near = [c.a for c in topology.gpu_nic if name.split()[0] == c.b and c.pci_level in SMI_LEVELS[:2]]
         if near:
             return f"{name}: the network rail of {', '.join(sorted(near, key=_natural))}"
     return f"{name} is affected"
