@@ -15,6 +15,7 @@ import tarfile
 import zlib
 from pathlib import Path
 
+import archives
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,21 +28,7 @@ UP = "../" * 40  # more than any scratch folder is deep: ".." at / stays at /
 
 
 def build(path, members) -> str:
-    """members: (name, kind, payload); kind file (bytes), dir, sym / lnk (target), chr, fifo."""
-    kinds = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "lnk": tarfile.LNKTYPE,
-             "chr": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}
-    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for name, kind, payload in members:
-            info = tarfile.TarInfo(name)
-            if kind == "file":
-                info.size = len(payload)
-                tar.addfile(info, io.BytesIO(payload))
-                continue
-            info.type = kinds[kind]
-            if kind in ("sym", "lnk"):
-                info.linkname = payload
-            tar.addfile(info)
-    return str(path)
+    return str(archives.build(path, members))
 
 
 def up_to(path) -> str:

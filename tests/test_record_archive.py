@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
 import tarfile
 
+import archives
 import pytest
 
 from topodoc.probe.archive import ArchiveError, check_member, extract_archive
 from topodoc.probe.record import open_recording, safe_target
 from topodoc.probe.source import SourceError, load_snapshot
 
-
-def archive(path, members):
-    """members: (name, kind, payload) with kind "file" (bytes), "dir", "sym"/"lnk" (target), "chr"."""
-    with tarfile.open(path, "w:gz") as tar:
-        for name, kind, payload in members:
-            info = tarfile.TarInfo(name)
-            if kind == "file":
-                info.size = len(payload)
-                tar.addfile(info, io.BytesIO(payload))
-                continue
-            info.type = {
-                "dir": tarfile.DIRTYPE,
-                "sym": tarfile.SYMTYPE,
-                "lnk": tarfile.LNKTYPE,
-                "chr": tarfile.CHRTYPE,
-            }[kind]
-            if kind in ("sym", "lnk"):
-                info.linkname = payload
-            tar.addfile(info)
-    return path
+archive = archives.build
 
 
 META = ("meta.json", "file", b'{"format": 1, "unreadable": []}')
