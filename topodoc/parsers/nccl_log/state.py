@@ -69,6 +69,9 @@ class LogState:
     # (prefix "host:pid:tid [dev]", text after "Channel NN/N : ") -> [lines, first evidence]
     conn_raw: dict[tuple[bytes, bytes], list] = field(default_factory=dict)
     procs: Counter = field(default_factory=Counter)  # (host, pid) -> NCCL lines
+    # (host, pid) -> [collective-call lines (NCCL_DEBUG_SUBSYS=COLL "AllReduce: opCount N ..."), first line's
+    # Evidence, last opCount seen (int)]: how far each process got (hang phase, desync across ranks)
+    colls: dict[Proc, list] = field(default_factory=dict)
     host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
