@@ -78,6 +78,12 @@ class LogState:
     procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
     conns_dropped: int = 0  # connection lines with a key past the connection-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+    quiet: set = field(default_factory=set)  # (host, msg) of INFO lines read once that made no finding
+
+    def quiet_line(self, host: str | None, msg: str) -> None:
+        if len(self.quiet) >= SEEN_LIMIT:
+            self.quiet.clear()
+        self.quiet.add((host, msg))
 
     def new_conn(self, key: tuple[bytes, bytes], count: int, ev: Evidence) -> None:
         """A connection key seen for the first time (``count`` lines, the first of them ``ev``)."""
