@@ -12,7 +12,7 @@ import re
 
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
-from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log import channel, errors, infer, plugins, wordings
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
@@ -55,6 +55,9 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         state.procs_dropped += 1
     if rec.host not in state.host_lines:
         state.host_lines[rec.host] = ev
+    if rec.dev is not None and rec.pid is not None:
+        state.note_dev(proc, rec.dev)
+    _inference_facts(state, rec, proc, ev)
     if rec.launcher_ip and rec.host:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
@@ -80,6 +83,19 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         _chain(state, rec, ev)
     if rec.level == "INFO" and handler not in _FACT_ONLY:
         _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
+
+
+def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) -> None:
+    """What :mod:`.infer` reads: the release a message's wording fits, the phase a process reached."""
+    wording = wordings.match(rec.msg)
+    if wording is not None and "plugin" not in rec.origin:  # a net plugin's own wording is not NCCL's
+        state.wordings.setdefault((rec.host, wording.id), ev)
+    if rec.pid is not None:
+        phase = infer.phase_of(rec.msg)
+        if phase is not None:
+            state.note_phase(proc, phase, ev)
+    elif rec.level == "ERROR":
+        infer.note_watchdog(state, rec.msg, ev)
 
 
 def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> None:
