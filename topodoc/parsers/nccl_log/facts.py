@@ -87,7 +87,7 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) -> None:
     """What :mod:`.infer` reads: the release a message's wording fits, the phase a process reached."""
-    wording = wordings.match(rec.msg)
+    wording = wordings.match(rec.msg, state.wording_tries, rec.host)
     if wording is not None and "plugin" not in rec.origin:  # a net plugin's own wording is not NCCL's
         state.wordings.setdefault((rec.host, wording.id), ev)
     if rec.pid is not None:

@@ -81,6 +81,7 @@ class LogState:
     # (host, pid) -> {phase: first line}: bootstrap, init, connect, init_complete (infer.PHASES)
     phase_lines: dict[Proc, dict[str, Evidence]] = field(default_factory=dict)
     wordings: dict[tuple, Evidence] = field(default_factory=dict)  # (host, wordings.Wording id) -> first line
+    wording_tries: Counter = field(default_factory=Counter)  # (host, first word) -> records tried (capped)
     # PyTorch watchdog timeouts: rank -> [sequence number, last completed or None, first line, process group]
     # (the error table folds them across ranks once numbers are masked; a desync needs them per rank)
     watchdog: dict[str, list] = field(default_factory=dict)

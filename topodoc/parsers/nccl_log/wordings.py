@@ -15,6 +15,7 @@ real log in ``fixtures/logs/real/`` that prints its version.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from topodoc.logmodel import Evidence
@@ -259,12 +260,22 @@ for _item in WORDINGS:
 BY_ID = {w.id: w for w in WORDINGS}
 
 
-def match(msg: str) -> Wording | None:
-    """The wording record ``msg`` (an NCCL message, prefix removed) fits, or ``None``."""
+TRIES = 16  # records of one first word tried per host: a release's wordings show in a host's first lines
+
+
+def match(msg: str, tries: Counter | None = None, host: str | None = None) -> Wording | None:
+    """The wording record ``msg`` (an NCCL message, prefix removed) fits, or ``None``. With ``tries``
+    (a counter kept across calls), each host's records of one first word are tried :data:`TRIES` times at
+    most, so a log of thousands of Init lines costs a constant here."""
     word = msg.split(" ", 1)[0].rstrip(":")
     if word.startswith("[Rank"):
         word = "[Rank"
-    for item in _BY_WORD.get(word, ()):
+    items = _BY_WORD.get(word, ())
+    if items and tries is not None:
+        tries[(host, word)] += 1
+        if tries[(host, word)] > TRIES:
+            return None
+    for item in items:
         if item.pattern.match(msg[:600]):
             return item
     return None
