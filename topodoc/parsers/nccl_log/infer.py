@@ -58,7 +58,7 @@ _PG = re.compile(r"\[PG (?:ID )?(\d{1,9})\b")
 # NCCL's net-plugin loader returns 3 for a plugin it skips and goes on ("NCCL_IBEXT_DISABLE set by
 # environment to 1." then "net.cc:55 -> 3", NVIDIA/nccl#676): such a chain is no failure
 _CHAIN = re.compile(r":\d{1,9} -> \d{1,3}")
-_PLUGIN_CHAIN = re.compile(r"(?:^|[\s/])(?:net\.cc|plugin\w*\.cc):\d{1,9} -> 3")
+_PLUGIN_CHAIN = re.compile(r"(?:^|[\s/])(?:net\.cc|plugin\w{0,32}\.cc):\d{1,9} -> 3")
 _STAGES = (
     ("bootstrap", "in bootstrap"),
     ("Bootstrap", "in bootstrap"),
