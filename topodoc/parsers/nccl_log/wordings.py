@@ -47,8 +47,7 @@ WORDINGS: tuple[Wording, ...] = (
         r"^Bootstrap : Using ",
         None,
         "2.23",
-        "REFERENCE.md §1.6 (<=2.22 and 2.23 'Bootstrap : Using'); real 2.23.4 logs still print it "
-        "(fixtures/logs/gib-a3ultra-roce.log)",
+        "REFERENCE.md §1.6 (<=2.22, and 2.23 under the BOOTSTRAP subsystem)",
     ),
     _w(
         "bootstrap-unspaced",
@@ -57,7 +56,7 @@ WORDINGS: tuple[Wording, ...] = (
         "2.24",
         None,
         "REFERENCE.md §1.6 says 2.26+; real 2.24.3 and 2.25.1 logs already print it "
-        "(fixtures/logs/ibext-sharp-prefix-trimmed-2-24.log, "
+        "(fixtures/logs/real/ibext-sharp-prefix-trimmed-2-24.log, "
         "fixtures/logs/real/rtx5090-maxsharedmem-ib-2-25.log)",
     ),
     _w("assigned-net-plugin", "Assigned", r"^Assigned NET plugin ", "2.27", None, "REFERENCE.md §1.4"),
