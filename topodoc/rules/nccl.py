@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 
 from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
+from topodoc.rules import loginfer
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
@@ -277,6 +278,7 @@ def nccl_version_mismatch(logs: LogAnalysis) -> Iterator[Hit]:
             evidence=_summary_evidence(logs.summary, "nccl_versions")
             or _summary_evidence(logs.summary, "nccl_version"),
         )
+    yield from loginfer.inference_hits(logs, "version_range")  # a printed version its own wordings contradict
 
 
 @rule(

@@ -9,10 +9,11 @@ Each handler reads one :class:`~topodoc.parsers.nccl_log.prefix.Record` and adds
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
-from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log import channel, errors, infer, plugins, wordings
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
@@ -48,7 +49,7 @@ _INFO_ERROR_KEYS = (
 )
 
 
-def repeat(state: LogState, who: Record, msg: str) -> bool:
+def repeat(state: LogState, who: Record, msg: str, evidence: Callable[[], Evidence]) -> bool:
     """True (and the process counted) when ``msg`` is an INFO line of a per-host fact that ``who``'s host
     already printed: :func:`handle` would count the process and stop there, so the scanner need not build
     the record and its evidence (a job restarted hundreds of times repeats every setup line)."""
@@ -63,7 +64,13 @@ def repeat(state: LogState, who: Record, msg: str) -> bool:
         return False
     if who.launcher_ip and who.launcher_ip not in state.ray_ips.get(who.host, ()):
         return False
-    _count(state, (who.host, who.pid))
+    proc = (who.host, who.pid)
+    _count(state, proc)
+    if who.dev is not None and who.pid is not None:
+        state.note_dev(proc, who.dev)
+    phase = infer.phase_of(msg) if who.pid is not None else None
+    if phase is not None and phase not in state.phase_lines.get(proc, ()):
+        state.note_phase(proc, phase, evidence())
     if handler is _using:
         for lead in ("Using network ", "Using internal Network "):
             entry = state.networks.get(msg[len(lead) :].strip()) if msg.startswith(lead) else None
@@ -85,6 +92,9 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
     _count(state, proc)
     if rec.host not in state.host_lines:
         state.host_lines[rec.host] = ev
+    if rec.dev is not None and rec.pid is not None:
+        state.note_dev(proc, rec.dev)
+    _inference_facts(state, rec, proc, ev)
     if rec.launcher_ip and rec.host:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
@@ -113,6 +123,19 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         noted = _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
     if rec.level == "INFO" and handler in _REPEATABLE and not noted:
         state.quiet_line(rec.host, msg)
+
+
+def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) -> None:
+    """What :mod:`.infer` reads: the release a message's wording fits, the phase a process reached."""
+    wording = wordings.match(rec.msg, state.wording_tries, rec.host)
+    if wording is not None and "plugin" not in rec.origin:  # a net plugin's own wording is not NCCL's
+        state.wordings.setdefault((rec.host, wording.id), ev)
+    if rec.pid is not None:
+        phase = infer.phase_of(rec.msg)
+        if phase is not None:
+            state.note_phase(proc, phase, ev)
+    elif rec.level == "ERROR":
+        infer.note_watchdog(state, rec.msg, ev)
 
 
 def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> bool:

@@ -304,7 +304,7 @@ class Scanner:
             self._general(number, raw)
             return
         text = _text(msg)
-        if facts.repeat(self.state, who, text):
+        if facts.repeat(self.state, who, text, lambda: Evidence(self.name, number, _text(raw))):
             return
         rec = prefix.Record(who.host, who.pid, who.dev, "INFO", text, "", who.launcher_ip)
         facts.handle(self.state, rec, Evidence(self.name, number, _text(raw)))
