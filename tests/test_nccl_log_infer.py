@@ -271,9 +271,17 @@ def test_equal_collective_counts_and_no_error_are_no_hang():
 
 def test_a_process_that_never_reached_collectives_while_others_did():
     state, stats = _state(ISSUE_676, "676.log")
-    state.colls[("gpu01", 124172)] = [2, _coll(ISSUE_676, 3), 1]
+    assert state.colls[("gpu01", 124172)][::2] == [2, 1]  # the scanner folds the COLL lines it holds
+    state.colls.pop(("gpu02", 20868))  # as if gpu02 had never logged its first collective
     hang = _kinds(build(state, stats))["hang"][0]
     assert (hang.host, hang.pid) == ("gpu02", 20868) and "Points to the application" in hang.statement
+
+
+def test_the_real_676_log_reached_different_collective_counts():
+    state, stats = _state(ISSUE_676, "676.log")
+    assert state.colls[("gpu02", 20868)][::2] == [1, 0]
+    hang = _kinds(build(state, stats))["hang"][0]
+    assert "different collective counts" in hang.statement and "0x0 vs 0x1" in hang.statement
 
 
 def test_logs_with_failures_get_no_hang_reading():
