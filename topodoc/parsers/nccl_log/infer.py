@@ -473,13 +473,16 @@ def _reached(
             pid = next(iter(pids[c.host]))
         if pid is not None and c.evidence is not None and (c.host, pid) in state.procs:
             lines.setdefault((c.host, pid), {}).setdefault("connect", c.evidence)
+    holds: dict[tuple, set[int]] = {}  # indexed once: a restarted job has tens of thousands of processes
+    for r in ranks:
+        holds.setdefault((r.host, r.pid), set()).add(r.rank)
     out = []
     for proc in state.procs:
         if proc[1] is None:
             continue
         marks = lines.get(proc, {})
         coll = state.colls.get(proc)
-        held = tuple(sorted({r.rank for r in ranks if (r.host, r.pid) == proc}))
+        held = tuple(sorted(holds.get(proc, ())))
         if coll:
             out.append(ProcessPhase(proc[0], proc[1], "collectives", held, coll[2], coll[1]))
         elif marks:
