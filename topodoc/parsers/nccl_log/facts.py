@@ -25,6 +25,13 @@ _IB_DEV = re.compile(
     r"/(\w{1,16})"
 )
 _ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
+# a GID in a NET/IB line ("localGid ::ffff:10.0.1.23", "remoteGidsfe80::a00:27ff:fe00:2"): RoCE when it is
+# IPv4-mapped (RoCEv2) or built from a MAC (EUI-64 with ff:fe in its middle); an IB GID is the subnet prefix
+# and the port GUID, neither of those shapes
+_GID = re.compile(r"(?:localGid|remoteGids?) ?([0-9A-Fa-f:.]{2,64})")
+_ROCE_GID = re.compile(
+    r"::ffff:\d{1,3}(?:\.\d{1,3}){3}$|^fe80::[0-9a-f]{1,4}:[0-9a-f]{0,2}ff:fe[0-9a-f]{2}:[0-9a-f]{1,4}$"
+)
 _OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
 _IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
 _BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d{1,6}\])?([^\s:]{1,64}):" + _ADDR)
@@ -173,6 +180,15 @@ def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
             state.note_address(rec.host, oob[2], ev)
     elif "GPU Direct RDMA" in msg:
         _gdr_line(state, rec, ev)
+    elif "Gid" in msg:
+        _gids(state, msg, ev)
+
+
+def _gids(state: LogState, msg: str, ev: Evidence) -> None:
+    """A GID that only RoCE uses (IPv4-mapped, or MAC-derived) proves the verbs port is RoCE."""
+    for gid in _GID.findall(msg):
+        if _ROCE_GID.search(gid.lower()):
+            state.gid_layers.setdefault("RoCE", ev)
 
 
 def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:

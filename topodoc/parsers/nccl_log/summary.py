@@ -58,6 +58,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
     found = _unless_fallback(_errors(state, versions, env, plugins, chosen), transport, nnodes or nodes_min)
+    found = _one_node_needs_no_net(found, nnodes)
     errs = tuple(e for e in found if not e.benign)
     benign = tuple(e for e in found if e.benign)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
@@ -410,6 +411,15 @@ def _unless_fallback(found: tuple[LogError, ...], transport: str | None, nodes: 
     if transport != "Socket" or (nodes or 1) < 2:
         return found
     return tuple(replace(e, benign=False) if e.benign and e.category == "no_net_device" else e for e in found)
+
+
+def _one_node_needs_no_net(found: tuple[LogError, ...], nnodes: int | None) -> tuple:
+    """A proven single-node job needs no network: a network device missing there (``Failed to open
+    libibverbs``, ``NET/IB : No device found``) is benign, whatever the catalogue says of it elsewhere."""
+    if nnodes != 1:
+        return found
+    return tuple(replace(e, benign=True) if e.category == "no_net_device" and not e.benign else e
+                 for e in found)
 
 
 def _error(entry) -> LogError:
