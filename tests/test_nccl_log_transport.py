@@ -85,3 +85,19 @@ def test_aws_ofi_nccl_standalone_test_lines_are_read():
     """aws-ofi-nccl#22: the plugin's nccl_message_transfer test prints its own prefix, not NCCL's."""
     s = analyze([str(REAL / "ofi-standalone-test-couldnt-open-av.log")], catalogue.scan_literals()).summary
     assert s.transport == "EFA"
+
+
+@pytest.mark.xfail(strict=True, reason="scan.py drops 'CUDA Dev 0[3], Socket NIC distance :  SYS' (NCCL "
+                   "2.3/2.4 names the network in use there; no 'Using network' line then); for the lead")
+def test_nccl_2_4_nic_distance_line_names_the_network():
+    """NVIDIA/nccl#268: NCCL 2.4 prints '<net> NIC distance' for the network it uses."""
+    log = REAL / "socket-message-truncated-2-4-horovod-tf.log"
+    assert analyze([str(log)], catalogue.scan_literals()).summary.transport == "Socket"
+
+
+def test_a_completion_error_whose_peer_the_user_blanked_is_still_decoded():
+    """NVIDIA/nccl#1052: 'Got completion from peer with error 4' (address removed by the reporter)."""
+    s = analyze([str(REAL / "roce-completion-err4-2-18-nccl-tests.log")], catalogue.scan_literals()).summary
+    (err,) = [e for e in s.errors if e.category == "ib_completion_error"]
+    assert err.ib_status == 4 and err.signature == "ib-completion-other"
+    assert s.transport == "RoCE"

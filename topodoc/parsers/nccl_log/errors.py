@@ -48,7 +48,9 @@ _VENDOR_HELP = {
     249: "vendor syndrome 0xf9: the request was flushed after an earlier error",
 }
 _IB_CQE = re.compile(
-    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:\w+\()?(?P<status>\d+)\)?"
+    # "from peer <address> with ...", or "from peer with ..." where the user blanked the address
+    r"Got completion (?:from peer )?(?:(?!with )(?P<peer>\S+) )?with (?:error |status=)"
+    r"(?:\w+\()?(?P<status>\d+)\)?"
     r"(?:.*?vendor[ _]err(?:=| )?(?P<vendor>\d+))?"
 )
 
@@ -65,7 +67,7 @@ _WORDS: tuple[tuple[str, str, str], ...] = (
      "loading) or the network path stalled; find the first rank that stopped logging and its first WARN."),
     # "No device found" in any plugin's wording; the rest: no real line yet
     (r"No device found|No eligible providers|No IP interface found|Failed to initialize any NET"
-     r"|network \S+ not found|no interface found|No usable listening interface",
+     r"|no interface found|No usable listening interface",
      "no_net_device",
      "NCCL found no usable device for this network and falls back to the next one (usually Socket): check "
      "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
