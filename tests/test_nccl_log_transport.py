@@ -101,3 +101,16 @@ def test_a_completion_error_whose_peer_the_user_blanked_is_still_decoded():
     (err,) = [e for e in s.errors if e.category == "ib_completion_error"]
     assert err.ib_status == 4 and err.signature == "ib-completion-other"
     assert s.transport == "RoCE"
+
+
+def test_a_blanked_ipv4_mapped_gid_in_a_2_27_modify_qp_line_proves_roce():
+    """NVIDIA/nccl#2013: 'local GID ::ffff:xxx.xx.xx.xx' (octets blanked by the reporter), pid blanked too."""
+    log = REAL / "modify-qp-timeout-2-27-timestamp-redacted-pid.log"
+    s = analyze([str(log)], catalogue.scan_literals()).summary
+    assert s.transport == "RoCE" and [e.category for e in s.errors] == ["system_error"]
+
+
+def test_a_mistyped_bootstrap_address_is_no_second_machine():
+    """NVIDIA/nccl#333: one host printed '10.10.10..2' in one line and '10.10.10.2' in the next."""
+    s = analyze([str(REAL / "opa-hfi1-verbs-2-5-device-line.log")], catalogue.scan_literals()).summary
+    assert (s.nnodes_min, s.transport, s.nccl_version) == (1, "IB", "2.5.6")

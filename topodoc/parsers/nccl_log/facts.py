@@ -25,12 +25,12 @@ _IB_DEV = re.compile(
     r"/(\w{1,16})"
 )
 _ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
-# a GID in a NET/IB line ("localGid ::ffff:10.0.1.23", "remoteGidsfe80::a00:27ff:fe00:2"): RoCE when it is
-# IPv4-mapped (RoCEv2) or built from a MAC (EUI-64 with ff:fe in its middle); an IB GID is the subnet prefix
-# and the port GUID, neither of those shapes
-_GID = re.compile(r"(?:localGid|remoteGids?) ?([0-9A-Fa-f:.]{2,64})")
+# a GID in a verbs error line ("localGid ::ffff:10.0.1.23", "remoteGidsfe80::a00:27ff:fe00:2", 2.27's "local
+# GID ::ffff:..."): RoCE when it is IPv4-mapped (RoCEv2; users often blank the octets with x) or built from a
+# MAC (EUI-64 with ff:fe in its middle); an IB GID is the subnet prefix and the port GUID, neither shape
+_GID = re.compile(r"(?:localGid|remoteGids?|(?:local|remote) GID) ?([0-9A-Fa-fx:.]{2,64})")
 _ROCE_GID = re.compile(
-    r"::ffff:\d{1,3}(?:\.\d{1,3}){3}$|^fe80::[0-9a-f]{1,4}:[0-9a-f]{0,2}ff:fe[0-9a-f]{2}:[0-9a-f]{1,4}$"
+    r"::ffff:[\dx]{1,3}(?:\.[\dx]{1,3}){3}$|^fe80::[0-9a-f]{1,4}:[0-9a-f]{0,2}ff:fe[0-9a-f]{2}:[0-9a-f]{1,4}$"
 )
 _OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
 _IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
@@ -65,6 +65,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
         key = _error(state, rec, ev, rec.msg)
+        if "Gid" in rec.msg or "GID" in rec.msg:
+            _gids(state, rec.msg, ev)
         if rec.level == "WARN":
             state.note_warn(proc, key)
         if rec.level == "ERROR":
@@ -179,8 +181,6 @@ def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
             state.note_address(rec.host, oob[2], ev)
     elif "GPU Direct RDMA" in msg:
         _gdr_line(state, rec, ev)
-    elif "Gid" in msg:
-        _gids(state, msg, ev)
 
 
 def _gids(state: LogState, msg: str, ev: Evidence) -> None:

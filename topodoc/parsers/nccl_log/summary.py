@@ -13,6 +13,7 @@ printed no WARN has its chain judged alone.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from dataclasses import replace
 
@@ -241,8 +242,8 @@ def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]
     names = set(state.host_lines) | set(index.conns) | set(index.ranks) | set(index.tests)
     out = []
     for name in sorted(n for n in names if n):
-        boot = {d.address for d in index.role(name, "bootstrap")}
-        oob = {d.address for d in index.role(name, "oob")}
+        boot = {d.address for d in index.role(name, "bootstrap") if _is_ip(d.address)}
+        oob = {d.address for d in index.role(name, "oob") if _is_ip(d.address)}
         machines = len((boot or oob) | set(state.ray_ips.get(name, {})))
         out.append(HostSummary(
             name=name, machines=max(1, machines),
@@ -254,6 +255,15 @@ def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]
             gdr=_host_gdr(index.conns.get(name, ())),
         ))
     return tuple(out)
+
+
+def _is_ip(address: str | None) -> bool:
+    """A real address (a typo such as ``10.10.10..2`` in a pasted line is no second machine)."""
+    try:
+        ipaddress.ip_address((address or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _world(ranks) -> int:
