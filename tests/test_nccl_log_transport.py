@@ -114,3 +114,17 @@ def test_a_mistyped_bootstrap_address_is_no_second_machine():
     """NVIDIA/nccl#333: one host printed '10.10.10..2' in one line and '10.10.10.2' in the next."""
     s = analyze([str(REAL / "opa-hfi1-verbs-2-5-device-line.log")], catalogue.scan_literals()).summary
     assert (s.nnodes_min, s.transport, s.nccl_version) == (1, "IB", "2.5.6")
+
+
+def test_a_warn_from_the_tcpx_data_path_names_the_transport():
+    """google/nccl-plugin-gpudirecttcpx#1: 'tcpxCommProgress ... rx ctrl timeout' WARNs, nothing else."""
+    s = analyze([str(REAL / "tcpx-rx-ctrl-timeout-a3.log")], catalogue.scan_literals()).summary
+    assert s.transport == "TCPX" and {e.signature for e in s.errors} == {"tcpx-ctrl-timeout"}
+
+
+@pytest.mark.xfail(strict=True, reason="scan.py drops topology records ('node-a:737:737 [0] NCCL INFO === "
+                   "System : maxBw ...') before noting the host: hosts should come from every prefixed line; "
+                   "for the lead")
+def test_hosts_come_from_every_prefixed_line():
+    s = analyze([str(REAL / "ray-vllm-2-21-topology.log")], catalogue.scan_literals()).summary
+    assert s.hosts == ("node-a",)

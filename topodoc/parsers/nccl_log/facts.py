@@ -67,6 +67,8 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         key = _error(state, rec, ev, rec.msg)
         if "Gid" in rec.msg or "GID" in rec.msg:
             _gids(state, rec.msg, ev)
+        if "tcpxCommProgress" in rec.msg:  # the GPUDirect-TCPX plugin's data path: TCPX carries traffic
+            _network(state, "GPUDirectTCPX", ev)
         if rec.level == "WARN":
             state.note_warn(proc, key)
         if rec.level == "ERROR":
