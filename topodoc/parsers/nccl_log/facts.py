@@ -45,9 +45,10 @@ _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
 _COMM = re.compile(r"\bcomm (\S+)")
 _NNODES = re.compile(r"\bnNodes (\d{1,9})\b")
+_NIC_DISTANCE = re.compile(r"CUDA Dev \d{1,6}\[\d{1,6}\], (\w{1,32}) NIC distance")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
 _CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
-_ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
+_ERROR_WORDS = {"CUDA", "NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
 # INFO wordings that only the word-level fallbacks of errors.py explain (the catalogue is asked first anyway)
 _INFO_ERROR_KEYS = (
     "No device found", "No eligible providers", "Affinity for GPU", "Could not enable P2P",
@@ -215,6 +216,14 @@ def _network(state: LogState, name: str, ev: Evidence) -> None:
     if name:
         entry = state.networks.setdefault(name, [0, ev])
         entry[0] += 1
+
+
+def _nic_distance(state: LogState, rec: Record, ev: Evidence) -> None:
+    """NCCL 2.3-2.4's ``CUDA Dev 0[3], Socket NIC distance :  SYS``: printed for the network in use
+    (those releases print no ``Using network`` line), REFERENCE.md §1.4."""
+    found = _NIC_DISTANCE.match(rec.msg)
+    if found:
+        _network(state, found[1], ev)
 
 
 def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -393,7 +402,8 @@ _REPEATABLE = {_using, _connected, _nvls, _collnet, _gdr_line, _cuda_driver}
 # a host repeating one of these lines tells nothing new
 _PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
 _BY_WORD = {
-    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
+    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "CUDA": _nic_distance, "Using": _using,
+    "Bootstrap": _bootstrap,
     "NET": _bootstrap, "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi,
     "NET/Plugin": _plugin, "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin,
     "TUNER/Plugin": _plugin, "PROFILER/Plugin": _plugin, "ENV/Plugin": _plugin, "Plugin": _plugin,

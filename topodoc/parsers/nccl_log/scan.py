@@ -64,7 +64,7 @@ _WANTED_START = (
     b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
     b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
     b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity", b"TUNER/", b"PROFILER/",
-    b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB",
+    b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB", b"CUDA Dev ",
 )
 _WANTED_ANYWHERE = re.compile(
     rb"^[^\s:]{1,255}:\d{1,9} -> \d|Affinity for GPU|[Tt]imed out|Connection closed"
@@ -72,7 +72,7 @@ _WANTED_ANYWHERE = re.compile(
 # NCCL 2.1's "[0] INFO" / "[0] WARN" lines: searched for only while an input has shown no " NCCL INFO "
 _OLD_GATES = (b"] INFO ", b"] WARN ")
 # event kinds of the ordered walk over a block's visited lines
-_GENERAL, _RECORD, _NEWCONN, _COLL = 0, 1, 2, 3
+_GENERAL, _RECORD, _NEWCONN, _COLL, _HOST = 0, 1, 2, 3, 4
 _TESTS_RANK = re.compile(
     r"#\s{1,64}Rank\s{1,64}(\d{1,9})\s{1,64}(?:Group\s{1,64}\d{1,9}\s{1,64})?Pid\s{1,64}(\d{1,12})\s{1,64}on\s{1,64}"
     r"(\S{1,255})\s{1,64}device\s{1,64}(\d{1,6})"
@@ -168,6 +168,8 @@ class Scanner:
                 worth = self._worth(msg)
             if worth or b"NCCL" in tail or b" NCCL " in msg:
                 events.append((start, _RECORD, (tail, msg)))
+            elif tail not in self.whos:  # a prefix not met yet: its host counts even if the line is dropped
+                events.append((start, _HOST, tail))
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
 
@@ -327,6 +329,10 @@ class Scanner:
             self._info(number, data[0], data[1], raw)
         elif kind == _NEWCONN:
             self._add_conn(data[0], data[1], Evidence(self.name, number, _text(raw)))
+        elif kind == _HOST:
+            who = self._who(data)
+            if who is not None and who.host not in self.state.host_lines:
+                self.state.host_lines[who.host] = Evidence(self.name, number, _text(raw))
         else:
             proc, count, op = data
             entry = self.state.colls.get(proc)
