@@ -129,10 +129,12 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
-    noted = False
+    noted = None
     if rec.level == "INFO" and handler not in _FACT_ONLY:
         noted = _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
-    if rec.level == "INFO" and handler in _REPEATABLE and not noted:
+        if noted is not None and handler in _PER_HOST:
+            state.host_finding(rec.host, msg, noted)
+    if rec.level == "INFO" and handler in _REPEATABLE and noted is None:
         state.quiet_line(rec.host, msg)
 
 
@@ -149,10 +151,10 @@ def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) ->
         infer.note_watchdog(state, rec.msg, ev)
 
 
-def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> bool:
+def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> tuple | None:
     """An INFO line is a finding only when the failure catalogue knows it (a failure or a benign line
-    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain; ``True`` when
-    it was one."""
+    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain; the finding's
+    key when it was one."""
     verdict = errors.catalogued(msg, ev.text)
     if verdict is None and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
         verdict = errors.lookup(msg, ev.text)
@@ -160,7 +162,8 @@ def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_er
         key = _note(state, rec, ev, msg, verdict)
         if verdict.benign:
             state.note_benign((rec.host, rec.pid), key, ev)
-    return verdict is not None
+        return key
+    return None
 
 
 _OTHER = errors.Verdict("other", "NCCL printed a warning; read it with the lines around it.")

@@ -69,6 +69,11 @@ _WANTED_START = (
 _WANTED_ANYWHERE = re.compile(
     rb"^[^\s:]{1,255}:\d{1,9} -> \d|Affinity for GPU|[Tt]imed out|Connection closed"
 )
+# gates for lines that only pastes and the head of an output hold (connection lines quoted without their
+# prefix; nccl-tests' rank rows, printed before its first NCCL init): looked for in an input's first
+# PASTE_BYTES only, each gate being one more pass over every block of a big log
+_PASTE_GATES = (b"] via ", b" Pid ")
+PASTE_BYTES = 8 << 20
 # NCCL 2.1's "[0] INFO" / "[0] WARN" lines: searched for only while an input has shown no " NCCL INFO "
 _OLD_GATES = (b"] INFO ", b"] WARN ")
 # event kinds of the ordered walk over a block's visited lines
@@ -106,6 +111,7 @@ class Scanner:
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
         own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
         self.gates = scan_gates() + own
+        self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
@@ -114,6 +120,7 @@ class Scanner:
             if block:
                 self._block(block)
         self._flush_pending()
+        self.state.info_seen = self.state.info_seen or self.seen_info
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
     # -- one block ------------------------------------------------------------------------------------
@@ -125,7 +132,7 @@ class Scanner:
         colls: dict[bytes, list] = {}
         self._connections(block, events)
         self._records(block, events, colls)
-        self._gated(block, events, self.gates, len(block))
+        self._gated(block, events, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block))
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
             first = block.find(_INFO)
             until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
