@@ -79,8 +79,6 @@ def test_a_missing_network_device_stays_an_error_when_the_node_count_is_unknown(
     assert [e.signature for e in s.errors] == ["ibverbs-open-failed"]
 
 
-@pytest.mark.xfail(strict=True, reason="prefix.py does not read aws-ofi-nccl's own test-binary lines "
-                   "('INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa'); for the lead")
 def test_aws_ofi_nccl_standalone_test_lines_are_read():
     """aws-ofi-nccl#22: the plugin's nccl_message_transfer test prints its own prefix, not NCCL's."""
     s = analyze([str(REAL / "ofi-standalone-test-couldnt-open-av.log")], catalogue.scan_literals()).summary

@@ -72,7 +72,7 @@ _WANTED_ANYWHERE = re.compile(
 # gates for lines that only pastes and the head of an output hold (connection lines quoted without their
 # prefix; nccl-tests' rank rows, printed before its first NCCL init): looked for in an input's first
 # PASTE_BYTES only, each gate being one more pass over every block of a big log
-_PASTE_GATES = (b"] via ", b" Pid ")
+_PASTE_GATES = (b"] via ", b" Pid ", b"NET/OFI")  # the last: aws-ofi-nccl's test binaries (own prefix)
 PASTE_BYTES = 8 << 20
 # NCCL 2.1's "[0] INFO" / "[0] WARN" lines: searched for only while an input has shown no " NCCL INFO "
 _OLD_GATES = (b"] INFO ", b"] WARN ")
@@ -110,7 +110,7 @@ class Scanner:
         self.extra_text = tuple(e.decode("utf-8") for e in self.extra)
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
         own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
-        self.gates = scan_gates() + own
+        self.gates = scan_gates() + own + (b"NET/OFI",)
         self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
 
     def run(self, stream: BinaryIO) -> InputStats:
