@@ -57,9 +57,27 @@ def test_one_process_driving_several_gpus_is_one_node_whatever_using_network_say
     assert found.summary.evidence["transport"] == found.summary.evidence["nnodes"]
 
 
-def test_p2p_direct_pointer_rows_of_one_process_are_one_node():
-    found = _analyze(REAL / "single-host-ip-like-name-p2p-pxn.log")  # NVIDIA/nccl#1773
-    assert (found.summary.nnodes, found.summary.transport) == (1, "none")
+def test_one_process_without_a_communicator_size_is_no_proof_of_one_node():
+    """NVIDIA/nccl#1773: seven P2P/direct-pointer rows of one process, no Init line and no nranks: the
+    excerpt may be one process's lines out of a bigger job, so the node count stays open."""
+    found = _analyze(REAL / "single-host-ip-like-name-p2p-pxn.log")
+    assert (found.summary.nnodes, found.summary.transport) == (None, None)
+    assert "single_node" not in _kinds(found) and "nic_loopback" not in _kinds(found)
+
+
+def test_network_rows_between_two_gpus_of_one_process_are_nic_loopback():
+    """NVIDIA/nccl#707: one process prints ranks 0-3 on CUDA devices 0-3 and connects them through NET/IB:
+    loopback through the NIC whatever the job's node count (which the excerpt leaves open)."""
+    found = _analyze(REAL / "ib-gdr-err4-vendor81-ip-like-host.log")
+    assert found.summary.nnodes is None and found.summary.transport is not None
+    (loop,) = _kinds(found)["nic_loopback"]
+    assert "NIC loopback" in loop.statement and loop.evidence
+
+
+def test_two_machines_sharing_a_host_name_and_pid_are_not_loopback():
+    """Two Ray workers, both `ubuntu:3120`, told apart by Ray's ip= and by using the same device [0]."""
+    found = _analyze(Path(__file__).resolve().parent.parent / "fixtures" / "logs" /
+                     "same-hostname-two-machines-ray.log")
     assert "nic_loopback" not in _kinds(found)
 
 

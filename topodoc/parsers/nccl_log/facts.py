@@ -17,7 +17,7 @@ from topodoc.parsers.nccl_log import channel, errors, infer, plugins, wordings
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
-PROC_LIMIT = 65536  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
+PROC_LIMIT = 16384  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
 RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 # every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
@@ -87,11 +87,21 @@ def repeat(state: LogState, who: Record, msg: str, evidence: Callable[[], Eviden
     return True
 
 
-def _count(state: LogState, proc: tuple) -> None:
+def _count(state: LogState, proc: tuple, lines: int = 1) -> None:
     if proc in state.procs or len(state.procs) < PROC_LIMIT:
-        state.procs[proc] += 1
+        state.procs[proc] += lines
     else:
-        state.procs_dropped += 1
+        state.procs_dropped += lines
+
+
+def connection_lines(state: LogState, who: Record, lines: int) -> None:
+    """``lines`` connection lines of ``who``'s process, which the scanner counts without the grammar: the
+    process and the CUDA device of its prefix are known all the same."""
+    if who.pid is not None:
+        proc = (who.host, who.pid)
+        _count(state, proc, lines)
+        if who.dev is not None:
+            state.note_dev(proc, who.dev)
 
 
 def handle(state: LogState, rec: Record, ev: Evidence) -> None:

@@ -46,6 +46,8 @@ _AFTERMATH = re.compile(
     r"ncclRemoteError|closed by remote"
 )
 _STAMP = re.compile(r"(\[)?(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?")
+_PREFIX_DEV = re.compile(r"([^\s:\[\]|()]{1,255}):(\d{1,12}):\d{1,20} \[(\d{1,6})\] NCCL INFO ")
+_LAUNCHER_IP = re.compile(r"\bip=([\d.:a-fA-F]{1,64})")
 _PREFIX = re.compile(r"(?<![^\s:\[\]|()])([^\s:\[\]|()]{1,255}):(\d{1,12}):\d{1,20} \[\d{1,6}\] ")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d{1,9})\]")
 _WATCHDOG = re.compile(r"Watchdog caught|Timeout at NCCL work|watchdog thread")
@@ -121,9 +123,12 @@ def single_process(
         return None
     mine = {r.rank for r in ranks if (r.host, r.pid) == (host, pid)}
     world = max((r.nranks for r in ranks), default=0)
+    tests = state.test_ranks
     if world and len(mine) < world:
         return None  # the communicator has ranks this process does not hold
-    tests = state.test_ranks
+    if not world and not tests:
+        return None  # no communicator size: these may be one process's lines cut out of a bigger job
+
     if any(p != pid or not _same_host(h, host) for h, p, _ev in tests.values()):
         return None
     if any(_printer(c) != (host, pid) for c in conns):
@@ -162,10 +167,40 @@ def _same_host(name: str, host: str) -> bool:
     return name == host or name.startswith(host + ".") or host.startswith(name + ".")
 
 
+def same_process_net(conns: tuple[Connection, ...]) -> tuple[Connection, ...]:
+    """Network connections between two ranks that one process prints lines for, on two different CUDA
+    devices of its prefixes (a process runs on one machine; two machines that share a host name and a pid
+    -- identical images, containers -- give their ranks the same device, or differ by launcher address):
+    NIC loopback whatever the job's node count."""
+    held: dict[tuple, dict[int, int | None]] = {}
+    for c in conns:
+        printer = _printer_at(c)
+        if printer is not None:
+            held.setdefault(printer[0], {}).setdefault(c.rank, printer[1])
+    out = []
+    for c in conns:
+        printer = _printer_at(c)
+        if c.transport.startswith("NET/") and printer is not None:
+            mine = held.get(printer[0], {})
+            if c.peer in mine and None not in (mine[c.peer], mine[c.rank]) and mine[c.peer] != mine[c.rank]:
+                out.append(c)
+    return tuple(out)
+
+
+def _printer_at(conn: Connection) -> tuple[tuple, int | None] | None:
+    """((host, pid, launcher address), CUDA device) of a connection row's first line's prefix."""
+    found = _PREFIX_DEV.search(conn.evidence.text) if conn.evidence else None
+    if found is None:
+        return None
+    ray = _LAUNCHER_IP.search(conn.evidence.text, 0, found.start())
+    return (found[1], int(found[2]), ray[1] if ray else None), int(found[3])
+
+
 def loopback(
     state: LogState, conns: tuple[Connection, ...], env, nodes_ev: tuple[Evidence, ...]
 ) -> Inference | None:
-    """Network connections in a job proven to run on one node: NIC loopback, not a second node."""
+    """Network connections in a job proven to run on one node, or between two ranks of one process: NIC
+    loopback, not a second node."""
     net = [c for c in conns if c.transport.startswith("NET/")]
     if not net:
         return None

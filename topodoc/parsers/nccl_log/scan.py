@@ -215,6 +215,9 @@ class Scanner:
                 return False
         conns, places = self.state.conn_raw, self.places
         for (tail, rest), lines in counts.items():
+            who = self._who(tail)
+            if who is not None:
+                facts.connection_lines(self.state, who, lines)
             if channel.VIA not in rest:
                 continue  # channel listings: nothing to learn
             place = places.get(tail)
@@ -233,6 +236,9 @@ class Scanner:
     def _conn_line(self, block: bytes, start: int, msg: bytes, tail: bytes, new: dict, events: list) -> None:
         """One connection record read on its own (its line start, message and prefix)."""
         if channel.VIA in msg and b"NCCL" not in tail and b" NCCL " not in msg:
+            who = self._who(tail)
+            if who is not None:
+                facts.connection_lines(self.state, who, 1)
             place = self.places.get(tail)
             if place is None:
                 if len(self.places) >= CACHE_LIMIT:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
-SEEN_LIMIT = 65536
+SEEN_LIMIT = 16384
 DEVS_LIMIT = 64  # devices remembered per process
 PHASE_LIMIT = 8192  # processes whose phase lines are kept (the latest ones)
 WATCHDOG_LIMIT = 4096  # ranks whose watchdog timeout is remembered

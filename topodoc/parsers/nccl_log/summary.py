@@ -101,7 +101,8 @@ def _one_node_transport(state: LogState, conns, env, nnodes: int | None, nodes_e
     """A single-node job's transport is ``none`` whatever ``Using network`` says; network connections in it
     are NIC loopback (an inference with its lines)."""
     if nnodes != 1:
-        return transport, t_ev, None
+        inside = infer.same_process_net(conns)
+        return transport, t_ev, infer.loopback(state, inside, env, ()) if inside else None
     loop = infer.loopback(state, conns, env, nodes_ev)
     if transport in (None, "none"):
         return transport, t_ev, loop
@@ -358,10 +359,12 @@ def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[
 
 def _net_lines(conns, env: tuple[EnvSetting, ...]) -> tuple[Evidence, ...]:
     """Network connection lines: proof of a second node, unless P2P and SHM are both switched off
-    (NCCL may then use the network inside one node)."""
+    (NCCL may then use the network inside one node) or both ranks are one process's."""
     if {"P2P", "SHM"} <= {s.disables for s in env}:
         return ()
-    return tuple(c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence)[:2]
+    inside = set(infer.same_process_net(conns))  # NIC loopback between two GPUs of one process
+    return tuple(c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence
+                 and c not in inside)[:2]
 
 
 def _host_evidence(state: LogState, hosts, index: _HostIndex, full: bool) -> list[Evidence]:
