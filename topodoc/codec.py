@@ -1,5 +1,8 @@
 """Snapshot (or any model dataclass) <-> JSON, versioned, with an exact round trip.
 
+:mod:`topodoc.model` is imported only by the functions that decode (encoding reads the dataclass it is
+given), so ``logs --json`` does not pay for the machine model.
+
 ``load(dump(x)) == x`` for every dataclass in :mod:`topodoc.model`: the decoder rebuilds nested
 dataclasses, enums, tuples and dicts from the type hints, so the JSON stays plain and readable.
 """
@@ -12,9 +15,10 @@ import types
 import typing
 from enum import Enum
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from topodoc import model
+if TYPE_CHECKING:
+    from topodoc import model
 
 
 class CodecError(ValueError):
@@ -58,6 +62,8 @@ def snapshot_from_data(data: Any) -> model.Snapshot:
     """A snapshot document (``probe --json``), current or of an older supported version, decoded."""
     if not isinstance(data, dict):
         raise CodecError("a snapshot must be a JSON object")
+    from topodoc import model
+
     return from_data(model.Snapshot, upgrade_snapshot(data))
 
 
@@ -65,6 +71,8 @@ def upgrade_snapshot(data: dict) -> dict:
     """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
     were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
     schema than these two is refused."""
+    from topodoc import model
+
     schema, version = data.get("schema"), data.get("schema_version")
     if schema == 1 and version is None:
         return {**data, "schema": model.SCHEMA, "schema_version": model.SCHEMA_VERSION}
@@ -79,6 +87,8 @@ def upgrade_snapshot(data: dict) -> dict:
 
 @cache
 def _hints(cls: type) -> dict[str, Any]:
+    from topodoc import model
+
     return typing.get_type_hints(cls, vars(model))
 
 
