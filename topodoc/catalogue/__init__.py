@@ -121,9 +121,24 @@ def _cached(key: str) -> list[dict] | None:
     if not isinstance(doc, dict) or doc.get("key") != key:
         return None
     records = doc.get("signature")
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+    if not isinstance(records, list) or not all(_well_formed(r) for r in records):
         return None
     return records
+
+
+def _well_formed(raw: object) -> bool:
+    """A cached record holds what a record of the file holds (strings, ``benign`` a bool, examples)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("benign"), bool):
+        return False
+    if not all(isinstance(raw.get(name), str) for name in _FIELDS if name != "benign"):
+        return False
+    if not isinstance(raw.get("nccl_versions", ""), (str, type(None))):
+        return False
+    examples = raw.get("examples", [])
+    return isinstance(examples, list) and all(
+        isinstance(e, dict) and isinstance(e.get("line"), str) and isinstance(e.get("source"), str)
+        for e in examples
+    )
 
 
 def _source() -> bytes:
