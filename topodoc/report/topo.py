@@ -10,6 +10,7 @@ from topodoc.model import ConnectionMatrix
 from topodoc.topology.nccl_policy import p2p_default
 from topodoc.topology.reading import PCIE_ORDER, PairLink, Reading
 
+_WIDE = 10_000  # columns: wider than any matrix (76 NICs is under 1,000)
 _STYLE = {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red", "OK": "green"}
 
 
@@ -20,13 +21,11 @@ def json_data(matrix: ConnectionMatrix, reading: Reading) -> dict[str, Any]:
 
 def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = False, width: int = 100) -> str:
     from rich.console import Console
-    from rich.measure import Measurement
 
     buffer = io.StringIO()
     table = _table(matrix)
-    probe = Console(file=io.StringIO(), width=10_000)
-    table_width = Measurement.get(probe, probe.options, table).maximum
-    wide = Console(file=buffer, force_terminal=color, width=max(width, table_width), highlight=False)
+    # the table never wraps: it is printed at its natural width (a table does not expand to its console's)
+    wide = Console(file=buffer, force_terminal=color, width=max(width, _WIDE), highlight=False)
     text = Console(file=buffer, force_terminal=color, width=width, highlight=False)
     text.print(f"[bold]{_title(matrix)}[/bold]")
     for warning in matrix.warnings:
@@ -67,13 +66,17 @@ def _title(matrix: ConnectionMatrix) -> str:
     return f"Connection matrix: {len(matrix.gpus)} GPUs, {len(matrix.nics)} NICs"
 
 
-def _styled(cell: str | None) -> str:
+def _styled(cell: str | None):
+    """The cell as rich Text styled the way ``[style]cell[/style]`` markup would be (without parsing it)."""
+    from rich.text import Span, Text
+
     if cell is None:
-        return "[dim]?[/dim]"
-    if cell.startswith("NV"):
-        return f"[bold green]{cell}[/bold green]"
-    style = _STYLE.get(cell)
-    return f"[{style}]{cell}[/{style}]" if style else cell
+        cell, style = "?", "dim"
+    elif cell.startswith("NV"):
+        style = "bold green"
+    else:
+        style = _STYLE.get(cell)
+    return Text(cell, spans=[Span(0, len(cell), style)] if style and cell else [])
 
 
 def reading_lines(reading: Reading, p2p_mode: str | None = None) -> list[str]:
