@@ -154,19 +154,19 @@ def _source() -> bytes:
         return resources.files(__package__).joinpath("signatures.toml").read_bytes()
 
 
-_PATTERNS: dict[str, regex.Pattern] = {}  # signature id -> its compiled pattern, compiled on first use
+_PATTERNS: dict[str, regex.Pattern] = {}  # pattern text -> the compiled pattern, compiled on first use
 
 
 def _pattern(sig: Signature) -> regex.Pattern:
     """``sig``'s compiled pattern. Patterns are compiled one by one, the first time a line holds the
     record's literal: the ``regex`` module's compiler is pure Python, and a log rarely needs more than a
     few of the records."""
-    found = _PATTERNS.get(sig.id)
+    found = _PATTERNS.get(sig.pattern)
     if found is None:
         import regex
 
         try:
-            found = _PATTERNS[sig.id] = regex.compile(sig.pattern, regex.V0)
+            found = _PATTERNS[sig.pattern] = regex.compile(sig.pattern, regex.V0)
         except regex.error as exc:
             raise CatalogueError(f"signature {sig.id!r}: pattern does not compile: {exc}") from None
     return found
