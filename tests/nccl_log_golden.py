@@ -16,16 +16,21 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
 
 def golden_view(path: Path) -> dict:
-    """Summary, hosts, communicators, plugins and connection table of one fixture, named by its file name."""
+    """Summary, hosts, communicators, plugins and connection table of one fixture, named by its file name;
+    the cross-line inferences and a hang's phases when there are any."""
     with path.open("rb") as stream:
         analysis = analyze([(path.name, stream)], catalogue.scan_literals())
-    return {
+    view = {
         "summary": to_data(analysis.summary),
         "hosts": to_data(analysis.hosts),
         "communicators": to_data(analysis.communicators),
         "plugins": to_data(analysis.plugins),
         "connections": to_data(analysis.connections),
     }
+    for name in ("inferences", "phases"):
+        if getattr(analysis, name):
+            view[name] = to_data(getattr(analysis, name))
+    return view
 
 
 def cases() -> list[Path]:

@@ -70,6 +70,9 @@ class LogError:
     benign: bool = False
     ib_status: int | None = None
     repeats: str | None = None
+    # set on a line of another process that only reacted to the job's first failure (a connection closed
+    # by the peer, a remote error, a flushed work request): "file:line" of that first failure
+    consequence_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,60 @@ class PluginInfo:
     failure: Evidence | None = None
 
 
+INFERENCE_KINDS = ("single_node", "nic_loopback", "first_failure", "hang", "version_range")
+
+
+@dataclass(frozen=True)
+class Inference:
+    """A conclusion drawn across lines (:mod:`topodoc.parsers.nccl_log.infer`), never read off one line.
+
+    ``kind`` is one of :data:`INFERENCE_KINDS`: ``single_node`` (one process, or one host, holds every rank),
+    ``nic_loopback`` (network connections inside one node), ``first_failure`` (the earliest error in time
+    across ranks), ``hang`` (where the ranks stopped), ``version_range`` (the NCCL releases a host's message
+    wordings fit, when something is worth saying about it). ``statement`` says it in words with what it
+    rests on; ``unknown`` says what the log does not settle and what would (empty when nothing is left
+    open). ``evidence`` holds the lines it rests on, first first."""
+
+    kind: str
+    statement: str
+    evidence: tuple[Evidence, ...] = ()
+    host: str | None = None
+    pid: int | None = None
+    unknown: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessPhase:
+    """How far one process got (the last phase it logged), for a log that looks like a hang.
+
+    ``phase``: ``bootstrap`` (only bootstrap / network set-up lines), ``init`` (Init START or the
+    communicator's topology lines), ``connect`` (channel connection lines, ``Connected all rings``),
+    ``init_complete`` (Init COMPLETE), ``collectives`` (collective calls logged; ``op_count`` the last
+    ``opCount`` seen). ``ranks`` are the ranks this process holds (Init lines), ``evidence`` the line that
+    shows the phase."""
+
+    host: str | None
+    pid: int | None
+    phase: str
+    ranks: tuple[int, ...] = ()
+    op_count: int | None = None
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class HostVersions:
+    """The NCCL releases one host's message wordings fit (REFERENCE.md §1; the table is
+    :mod:`topodoc.parsers.nccl_log.wordings`): ``first`` .. ``last`` (``None``: open-ended), the wording ids
+    that set the bounds, and the versions the host printed."""
+
+    host: str | None
+    first: str | None
+    last: str | None
+    wordings: tuple[str, ...] = ()
+    printed: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+
 @dataclass(frozen=True)
 class InputStats:
     name: str
@@ -254,3 +311,6 @@ class LogAnalysis:
     errors: tuple[LogError, ...] = ()
     plugins: tuple[PluginInfo, ...] = ()  # net / coll / tuner / profiler plugins: see PluginInfo
     benign: tuple[LogError, ...] = ()  # lines the failure catalogue knows to be harmless (benign=True)
+    inferences: tuple[Inference, ...] = ()  # conclusions across lines: see Inference
+    phases: tuple[ProcessPhase, ...] = ()  # per process, the last phase reached (hang-shaped logs only)
+    host_versions: tuple[HostVersions, ...] = ()  # per host, the releases its message wordings fit

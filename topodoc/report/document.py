@@ -16,7 +16,7 @@ from typing import Any
 VERSIONS: dict[str, int] = {
     "topodoc.snapshot": 2,  # 1 was {"schema": 1, ...}; codec.load still reads it
     "topodoc.topo": 1,
-    "topodoc.logs": 2,
+    "topodoc.logs": 3,
     "topodoc.nccltests": 1,
     "topodoc.diagnose": 2,
     "topodoc.bandwidth": 1,

@@ -39,7 +39,8 @@ def _json_value(value) -> str:
 def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)
-    parts += _connections(analysis.connections) + _env(analysis) + _errors(analysis) + _benign(analysis)
+    parts += _connections(analysis.connections) + _env(analysis) + _inferences(analysis) + _errors(analysis)
+    parts += _benign(analysis)
     notes = analysis.summary.notes
     parts += ["Notes", *(f"  {note}" for note in notes), ""] if notes else []
     return "\n".join(parts).rstrip() + "\n"
@@ -194,13 +195,50 @@ def _env(analysis: LogAnalysis) -> list[str]:
     return out + [""]
 
 
+_INFERENCE_TITLES = {
+    "single_node": "one node", "nic_loopback": "NIC loopback", "first_failure": "first failure",
+    "hang": "where it hung", "version_range": "NCCL release",
+}
+
+
+def _inferences(analysis: LogAnalysis) -> list[str]:
+    """Conclusions drawn across lines, each with its lines and what it leaves open; then the per-process
+    phases of a hang and the releases each host's wordings fit."""
+    out = []
+    for item in analysis.inferences:
+        out.append(f"  [{_INFERENCE_TITLES.get(item.kind, item.kind)}] {item.statement}")
+        out += [f"      {_where(ev)}  {ev.text[:140]}" for ev in item.evidence[:4]]
+        if item.unknown:
+            out.append(f"      open: {item.unknown}")
+    if analysis.phases:
+        out.append(f"  {'process':<28} {'ranks':<12} {'last phase':<14} {'opCount/SeqNum':>14}  where")
+        for row in analysis.phases[:MAX_ROWS]:
+            who = f"{row.host}:{row.pid}" if row.pid is not None else "(PyTorch lines)"
+            ranks = ",".join(map(str, row.ranks[:4])) or "-"
+            count = "-" if row.op_count is None else str(row.op_count)
+            where = _where(row.evidence)
+            out.append(f"  {who[:28]:<28} {ranks[:12]:<12} {row.phase:<14} {count:>14}  {where}")
+        if len(analysis.phases) > MAX_ROWS:
+            out.append(f"  ... {len(analysis.phases) - MAX_ROWS} more processes (--json has them all)")
+    fitted = [h for h in analysis.host_versions if h.first or h.last]
+    if fitted:
+        out.append("  NCCL releases by message wording (REFERENCE.md §1):")
+        for h in fitted[:MAX_ROWS]:
+            span = f"{h.first or '?'} .. {h.last or 'latest'}"
+            printed = f"; prints {', '.join(h.printed)}" if h.printed else ""
+            name, words = (h.host or "(no host)")[:24], ", ".join(h.wordings[:4])
+            out.append(f"    {name:<24} {span:<16} from {words}{printed}")
+    return ["Inferences", *out, ""] if out else []
+
+
 def _errors(analysis: LogAnalysis) -> list[str]:
     if not analysis.errors:
         return ["No warnings or errors."]
     out = ["Warnings and errors"]
     for e in analysis.errors:
         times = f" (x{e.count})" if e.count > 1 else ""
-        out.append(f"  [{e.category}] {e.file}:{e.line}{times}  {e.text[:160]}")
+        after = f" (consequence of {e.consequence_of})" if e.consequence_of else ""
+        out.append(f"  [{e.category}]{after} {e.file}:{e.line}{times}  {e.text[:160]}")
         out += [f"      + {_where(ev)}  {ev.text[:140]}" for ev in e.related]
         out.append(f"      {e.explanation}")
         if e.signature:

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from topodoc.rules import loginfer
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
@@ -280,6 +281,7 @@ def nccl_version_mismatch(logs: LogAnalysis) -> Iterator[Hit]:
             evidence=_summary_evidence(logs.summary, "nccl_versions")
             or _summary_evidence(logs.summary, "nccl_version"),
         )
+    yield from loginfer.inference_hits(logs, "version_range")  # a printed version its own wordings contradict
 
 
 @rule(

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import difflib
 
-from topodoc.rules import bandwidth, gpudirect, joined, kernel, matrix, nccl, nics, numa, nvlink, pcie
+from topodoc.rules import (
+    bandwidth,
+    gpudirect,
+    joined,
+    kernel,
+    loginfer,
+    matrix,
+    nccl,
+    nics,
+    numa,
+    nvlink,
+    pcie,
+)
 from topodoc.rules.engine import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -17,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     *numa.RULES,
     *nics.RULES,
     *nccl.RULES,
+    *loginfer.RULES,
     *joined.RULES,
     *bandwidth.RULES,
     *matrix.RULES,

@@ -14,7 +14,9 @@ left is read by the full grammar, once per distinct prefix and message; lines ar
 ``errors="replace"``, lines over ``scan.LINE_LIMIT`` read by their two ends and counted.
 The grammar is :mod:`.prefix` (prefixes and launcher decorations), :mod:`.facts`
 (messages), :mod:`.errors` (the error catalogue); the result is frozen by :mod:`.summary`
-and :mod:`.derive`. Output schema: :mod:`topodoc.logmodel`.
+and :mod:`.derive`; conclusions drawn across lines (one node, NIC loopback, the first failure across
+ranks, where a hang stopped, NCCL releases by message wording) by :mod:`.infer` and :mod:`.wordings`.
+Output schema: :mod:`topodoc.logmodel`.
 """
 
 from __future__ import annotations

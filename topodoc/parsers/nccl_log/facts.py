@@ -9,10 +9,11 @@ Each handler reads one :class:`~topodoc.parsers.nccl_log.prefix.Record` and adds
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from topodoc import pciaddr
 from topodoc.logmodel import Evidence, NetDevice
-from topodoc.parsers.nccl_log import channel, errors, plugins
+from topodoc.parsers.nccl_log import channel, errors, infer, plugins, wordings
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
@@ -35,6 +36,8 @@ _OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?
 _OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
 _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
+_COMM = re.compile(r"\bcomm (\S+)")
+_NNODES = re.compile(r"\bnNodes (\d{1,9})\b")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
 _CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
 _ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
@@ -46,15 +49,52 @@ _INFO_ERROR_KEYS = (
 )
 
 
-def handle(state: LogState, rec: Record, ev: Evidence) -> None:
-    """Add what one NCCL record proves to ``state``."""
-    proc = (rec.host, rec.pid)
+def repeat(state: LogState, who: Record, msg: str, evidence: Callable[[], Evidence]) -> bool:
+    """True (and the process counted) when ``msg`` is an INFO line of a per-host fact that ``who``'s host
+    already printed: :func:`handle` would count the process and stop there, so the scanner need not build
+    the record and its evidence (a job restarted hundreds of times repeats every setup line)."""
+    key = (who.host, msg)
+    if key in state.quiet:  # read before on this host: no finding, and nothing but a count to add
+        handler = _BY_WORD.get(msg.split(" ", 1)[0].rstrip(":"))
+    elif key in state.seen_lines:
+        handler = _BY_WORD.get(msg.split(" ", 1)[0].rstrip(":"))
+        if handler not in _PER_HOST:
+            return False
+    else:
+        return False
+    if who.launcher_ip and who.launcher_ip not in state.ray_ips.get(who.host, ()):
+        return False
+    proc = (who.host, who.pid)
+    _count(state, proc)
+    if who.dev is not None and who.pid is not None:
+        state.note_dev(proc, who.dev)
+    phase = infer.phase_of(msg) if who.pid is not None else None
+    if phase is not None and phase not in state.phase_lines.get(proc, ()):
+        state.note_phase(proc, phase, evidence())
+    if handler is _using:
+        for lead in ("Using network ", "Using internal Network "):
+            entry = state.networks.get(msg[len(lead) :].strip()) if msg.startswith(lead) else None
+            if entry is not None:
+                entry[0] += 1
+    return True
+
+
+def _count(state: LogState, proc: tuple) -> None:
     if proc in state.procs or len(state.procs) < PROC_LIMIT:
         state.procs[proc] += 1
     else:
         state.procs_dropped += 1
+
+
+def handle(state: LogState, rec: Record, ev: Evidence) -> None:
+    """Add what one NCCL record proves to ``state``."""
+    proc = (rec.host, rec.pid)
+    _count(state, proc)
     if rec.host not in state.host_lines:
         state.host_lines[rec.host] = ev
+    if rec.dev is not None and rec.pid is not None:
+        state.note_dev(proc, rec.dev)
+    _inference_facts(state, rec, proc, ev)
     if rec.launcher_ip and rec.host:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
@@ -78,13 +118,30 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
+    noted = False
     if rec.level == "INFO" and handler not in _FACT_ONLY:
-        _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
+        noted = _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
+    if rec.level == "INFO" and handler in _REPEATABLE and not noted:
+        state.quiet_line(rec.host, msg)
 
 
-def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> None:
+def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) -> None:
+    """What :mod:`.infer` reads: the release a message's wording fits, the phase a process reached."""
+    wording = wordings.match(rec.msg, state.wording_tries, rec.host)
+    if wording is not None and "plugin" not in rec.origin:  # a net plugin's own wording is not NCCL's
+        state.wordings.setdefault((rec.host, wording.id), ev)
+    if rec.pid is not None:
+        phase = infer.phase_of(rec.msg)
+        if phase is not None:
+            state.note_phase(proc, phase, ev)
+    elif rec.level == "ERROR":
+        infer.note_watchdog(state, rec.msg, ev)
+
+
+def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> bool:
     """An INFO line is a finding only when the failure catalogue knows it (a failure or a benign line
-    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain."""
+    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain; ``True`` when
+    it was one."""
     verdict = errors.catalogued(msg, ev.text)
     if verdict is None and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
         verdict = errors.lookup(msg, ev.text)
@@ -92,6 +149,7 @@ def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_er
         key = _note(state, rec, ev, msg, verdict)
         if verdict.benign:
             state.note_benign((rec.host, rec.pid), key, ev)
+    return verdict is not None
 
 
 _OTHER = errors.Verdict("other", "NCCL printed a warning; read it with the lines around it.")
@@ -245,6 +303,8 @@ def _collnet(state: LogState, rec: Record, ev: Evidence) -> None:
 
 
 def _comm(state: LogState, rec: Record, ev: Evidence) -> None:
+    if len(state.ranks) >= RANK_LIMIT and _full(state, rec, ev):
+        return
     fields = dict(_KV.findall(rec.msg))
     if "rank" not in fields:
         return
@@ -262,6 +322,19 @@ def _comm(state: LogState, rec: Record, ev: Evidence) -> None:
     stage = _STAGE.search(rec.msg)
     if stage:
         entry.stages.add(stage[1] or stage[2])
+
+
+def _full(state: LogState, rec: Record, ev: Evidence) -> bool:
+    """The rank table is full and this line is of a (process, communicator) not in it: counted, and its
+    node count kept (the one field read from every Init line)."""
+    comm = _COMM.search(rec.msg)
+    if comm is not None and ((rec.host, rec.pid), comm[1]) in state.ranks:
+        return False
+    nnodes = _NNODES.search(rec.msg)
+    if nnodes is not None:
+        state.nnodes.setdefault(int(nnodes[1]), ev)
+    state.ranks_dropped += 1
+    return True
 
 
 def _env(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -297,6 +370,9 @@ def bus_id(text: str | None) -> str | None:
 
 # handlers of lines that are facts, never findings (the catalogue is not searched in them)
 _FACT_ONLY = {_version, _cuda_driver, _connected, _nvls, _collnet, _comm, _connection}
+# a process repeating one of these lines (which made no finding on its host) adds only a count, which
+# :func:`repeat` keeps
+_REPEATABLE = {_using, _connected, _nvls, _collnet, _gdr_line, _cuda_driver}
 # a host repeating one of these lines tells nothing new
 _PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
 _BY_WORD = {

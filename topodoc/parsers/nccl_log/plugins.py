@@ -91,7 +91,7 @@ def note(rows: dict, msg: str, ev: Evidence, env_plugin: str | None = None) -> b
         strength = FAILED if found[1].startswith("Failed") else LOADED
         _see(rows, "net", found[2], strength, ev, detail=msg if strength == FAILED else None)
         return True
-    if msg.startswith("P2P plugin "):  # printed by the plugin NCCL just loaded: its network name
+    if msg.startswith("P2P plugin ") and len(msg.split()) > 2:  # the loaded plugin's network name
         _rename_loaded(rows, msg.split()[2])
         _see(rows, "net", msg.split()[2], LOADED, ev, library=rows.get(_PATH))
         return True

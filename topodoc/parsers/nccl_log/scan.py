@@ -1,32 +1,38 @@
 """The streaming reader behind :func:`topodoc.parsers.nccl_log.analyze`: one input, block by block.
 
-Speed comes from never making more than one Python object per NCCL record and no pattern per line: each
-block (``CHUNK_BYTES`` of whole lines; measured here, 256 KiB beat 1 and 8 MiB and keeps RSS near 20 MB)
-is split on the literal `` NCCL INFO `` (C), so Python sees one piece per INFO record. A
-:class:`~topodoc.parsers.nccl_log.plan.Plan` sorts the pieces with a dict lookup on their first bytes:
-collective calls (``AllReduce: opCount ...``), trees and ring orders are dropped, connection lines (the bulk
-of a big log) only counted under their :mod:`.channel` key (channel number left out, so hundreds of
-thousands of lines fold into a few thousand keys). The lines between records are searched in bulk for a
-few keywords (``bytes.find``) and visited only where one hits. The records left go to the grammar with
-their prefix parsed once per distinct prefix and each (prefix, message) read once (bounded caches).
-Memory is bounded by the job's size, never by the log's. (Whole-block regular expressions -- one
-literal-led pattern per family -- were measured slower than this split on this machine's Python ``re``.)
+Speed comes from touching in Python only the lines that can teach something, found in C. Each block
+(``CHUNK_BYTES`` of whole lines) is searched with **one** literal-led pattern, :data:`_NCCL`: every
+``NCCL`` in the block except the INFO records with nothing to learn (trees, ring orders, patterns), which
+the pattern's lookahead drops without making a Python object. For each hit:
+
+- a connection line alone on its line (``Channel 02/1 : 3[3] -> 11[3] via NET/IB/1/GDRDMA``) only bumps
+  a counter under its :mod:`.channel` key (channel number left out, so hundreds of thousands of lines fold
+  into a few thousand keys); a key met for the first time is kept with its line as evidence;
+- a collective call (``AllReduce: opCount 1f ...``, NCCL_DEBUG_SUBSYS=COLL) is folded per line prefix
+  into a count and the last opCount, then once per block into ``LogState.colls`` per process;
+- another INFO record is read by the grammar if its first word or the catalogue's literals make it worth
+  it, once per distinct (prefix, message) (bounded caches); WARN, version and framework lines, lines that
+  hold several records, torn and odd lines go to the full grammar (:meth:`Scanner._general`).
+
+Lines without ``NCCL`` are read only where one of the catalogue's gates (:mod:`topodoc.catalogue.gates`:
+error, fail, warn words and a few more) occurs, found with one ``bytes.find`` pass per gate. Lines are
+numbered in C (``bytes.count`` between the lines visited), only for lines that become evidence. Memory is
+bounded by the job's size, never by the log's. Benchmarks: ``benchmarks/logs_bench.py``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import BinaryIO
 
+from topodoc.catalogue.gates import catalogue_literals, covered, scan_gates
 from topodoc.logmodel import Evidence, InputStats
 from topodoc.parsers.nccl_log import channel, errors, facts, prefix
-from topodoc.parsers.nccl_log.plan import KEYWORDS as _KEYWORDS
-from topodoc.parsers.nccl_log.plan import OLD_KEYWORDS as _OLD_KEYWORDS
-from topodoc.parsers.nccl_log.plan import plan, read_blocks
 from topodoc.parsers.nccl_log.state import LogState
 
-CHUNK_BYTES = 1 << 18
+CHUNK_BYTES = 1 << 20
 CACHE_LIMIT = 16384
 # the longest line the grammar sees: NCCL's own lines are far shorter (a 16-HCA device list is ~500
 # characters); a longer line is read as its first and last LINE_LIMIT // 2 characters and counted in
@@ -34,7 +40,19 @@ CACHE_LIMIT = 16384
 LINE_LIMIT = 4096  # also keeps every number below int()'s 4300-digit limit
 _INFO = b" NCCL INFO "
 _NL = b"\n"
-_GRAPH_WORDS = (b"Ring ", b"Tree", b"Channel ", b"Pattern ", b" ", b"NVLS Head")
+# every "NCCL" except INFO records with nothing to learn: trees, ring orders ("Ring 00 : 3 -> 0 -> 1"),
+# patterns, NVLS heads, and records that start with a space (ring listings); literal-led, so the engine
+# jumps from one "NCCL" to the next in C
+_NCCL = re.compile(
+    rb"NCCL(?! INFO (?:Tree|Pattern |Ring \d{1,4} : \d{1,9} -> \d{1,9} -> |NVLS Head| ))"
+)
+_CONN_HEADS = (b"Chan", b"Ring")
+# collective calls logged with NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 3f sendbuff ...")
+_COLL_HEADS = frozenset(
+    (b"AllR", b"AllG", b"Redu", b"Broa", b"Send", b"Recv", b"AllT", b"Gath", b"Scat", b"Allt")
+)
+_OPCOUNT = b": opCount "
+# INFO records worth the grammar by their first word; others only when a catalogue literal is in them
 _WANTED_START = (
     b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
     b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
@@ -44,6 +62,10 @@ _WANTED_START = (
 _WANTED_ANYWHERE = re.compile(
     rb"^[^\s:]{1,255}:\d{1,9} -> \d|Affinity for GPU|[Tt]imed out|Connection closed"
 )
+# NCCL 2.1's "[0] INFO" / "[0] WARN" lines: searched for only while an input has shown no " NCCL INFO "
+_OLD_GATES = (b"] INFO ", b"] WARN ")
+# event kinds of the ordered walk over a block's visited lines
+_GENERAL, _RECORD, _NEWCONN, _COLL = 0, 1, 2, 3
 _TESTS_RANK = re.compile(
     r"#\s{1,64}Rank\s{1,64}(\d{1,9})\s{1,64}(?:Group\s{1,64}\d{1,9}\s{1,64})?Pid\s{1,64}(\d{1,12})\s{1,64}on\s{1,64}"
     r"(\S{1,255})\s{1,64}device\s{1,64}(\d{1,6})"
@@ -55,6 +77,7 @@ _LAST_ERROR = "Last error:"
 _FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code
 _INTERPRETATION = re.compile(r"^\s*nccl\w*Error: ")
 _PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}:\d{1,20} \[\d{1,6}\] ")
+_ORDER = itemgetter(0)
 
 
 class Scanner:
@@ -66,156 +89,227 @@ class Scanner:
         self.seen_info = False  # a " NCCL INFO " record was seen: NCCL 2.1's "[0] INFO" form is off
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
+        self.places: dict[bytes, bytes] = {}  # line prefix -> channel.place()
         self.repeats: set[tuple[bytes, bytes]] = set()
+        self.wanted: dict[bytes, bool] = {}  # INFO message -> worth the grammar
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
-        self.all_extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
-        self._use_extra(self.all_extra)
-
-    def _use_extra(self, extra: tuple[bytes, ...]) -> None:
-        """The extra literals in force: those the current block holds (a literal never spans lines, and
-        blocks are whole lines), so a block without any costs no per-record search for them."""
-        self.keywords, self.old_keywords, self.extra = _KEYWORDS + extra, _OLD_KEYWORDS + extra, extra
-        self.extra_text = tuple(e.decode("utf-8") for e in extra)
+        self.extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
+        self.extra_text = tuple(e.decode("utf-8") for e in self.extra)
+        # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
+        own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
+        self.gates = scan_gates() + own
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
-        for block, read in read_blocks(stream, CHUNK_BYTES):
+        for block, read in _read_blocks(stream, CHUNK_BYTES):
             self.size += read
             if block:
                 self._block(block)
         self._flush_pending()
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
+    # -- one block ------------------------------------------------------------------------------------
+
     def _block(self, block: bytes) -> None:
-        if self.all_extra:  # one pass per literal over the block instead of one per record
-            present = tuple(e for e in self.all_extra if e in block)
-            if present != self.extra:
-                self._use_extra(present)
-        old = not self.seen_info
-        pieces = block.split(_INFO)
-        made = plan(pieces, old, self.keywords, self.old_keywords)
-        keywords = self.old_keywords if old else self.keywords
-        self._between(pieces[0], 0, self.lines + 1, keywords, made.first_hit)
-        self.nccl += len(pieces) - 1
-        self.seen_info = self.seen_info or len(pieces) > 1
-        counter = _LineCounter(pieces, self.lines)
-        waiting = self._count(made.counted)  # connection keys first seen in this block, in order
-        partial = None  # the first record of a line holding several
-        for i in made.read:
-            if waiting and waiting[-1][1][1] < i:
-                self._add_new(pieces, counter, waiting, i)
-            partial = self._record(pieces, i, counter, partial, made.hits)
-        if waiting:
-            self._add_new(pieces, counter, waiting, len(pieces))
-        self.lines += block.count(_NL)
+        infos = block.count(_INFO)
+        self.nccl += infos
+        events: list[tuple] = []
+        colls: dict[bytes, list] = {}
+        self._records(block, events, colls)
+        self._gated(block, events, self.gates, len(block))
+        if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
+            first = block.find(_INFO)
+            until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
+            self._gated(block, events, _OLD_GATES, until)
+            self.seen_info = infos > 0
+        self._fold_colls(colls, events)
+        events.sort(key=_ORDER)
+        self._walk(block, events)
 
-    def _count(self, counted: dict) -> list:
-        """Add the block's counts of connection keys already known; return the new ones, first seen first."""
-        conns, new = self.state.conn_raw, []
-        for key, found in counted.items():
-            entry = conns.get(key)
-            if entry is None:
-                new.append((key, found))
-            else:
-                entry[0] += found[0]
-        new.reverse()  # popped from the end
-        return new
-
-    def _add_new(self, pieces: list[bytes], counter: _LineCounter, waiting: list, before: int) -> None:
-        """Add the connection keys first seen before record ``before``, at the place the lines hold."""
-        conns = self.state.conn_raw
-        while waiting and waiting[-1][1][1] < before:
-            key, (lines, i) = waiting.pop()
-            entry = conns.get(key)
-            if entry is not None:  # the long way met the same key first
-                entry[0] += lines
+    def _records(self, block: bytes, events: list, colls: dict) -> None:
+        """One pass of :data:`_NCCL`: count connection lines and collective calls, list the rest."""
+        conns, places, repeats, wanted = self.state.conn_raw, self.places, self.repeats, self.wanted
+        rfind, find = block.rfind, block.find
+        new: dict[tuple[bytes, bytes], list] = {}
+        for m in _NCCL.finditer(block):
+            at = m.start()
+            start = rfind(_NL, 0, at) + 1
+            if block[at + 4 : at + 10] != b" INFO " or at == start or block[at - 1] != 32:
+                if find(_INFO, start, at) < 0:  # not a word inside an INFO record's message
+                    events.append((start, _GENERAL, None))  # WARN, version, framework, trimmed, odd lines
                 continue
-            tail, msg = _tail(pieces[i - 1]), pieces[i][: pieces[i].find(_NL)]
-            self.state.new_conn(key, lines, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg)))
+            end = find(_NL, at)
+            msg, tail = block[at + 10 : end], block[start : at - 1]
+            head = msg[:4]
+            if head in _CONN_HEADS:
+                if channel.VIA in msg and b"NCCL" not in tail and b" NCCL " not in msg:
+                    place = places.get(tail)
+                    if place is None:
+                        if len(places) >= CACHE_LIMIT:
+                            places.clear()
+                        place = places[tail] = channel.place(tail)
+                    key = (place, msg[msg.find(b" : ") + 3 :][: channel.KEY_LIMIT])
+                    entry = conns.get(key)
+                    if entry is not None:
+                        entry[0] += 1
+                    elif key in new:
+                        new[key][0] += 1
+                    else:
+                        new[key] = [1, start]
+                elif b"NCCL" in tail or b" NCCL " in msg or _torn(msg):
+                    events.append((start, _GENERAL, None))  # several records, a line cut before "via"
+                continue  # ring orders and channel listings: nothing to learn
+            if head in _COLL_HEADS and msg.find(_OPCOUNT, 0, 40) > 0 and b"NCCL" not in tail:
+                entry = colls.get(tail)
+                if entry is None:
+                    colls[tail] = [1, start, msg]
+                else:
+                    entry[0] += 1
+                    entry[2] = msg
+                continue
+            if (tail, msg) in repeats:
+                continue  # the same process said exactly this before (every communicator repeats its setup)
+            worth = wanted.get(msg)
+            if worth is None:
+                worth = self._worth(msg)
+            if worth or b"NCCL" in tail or b" NCCL " in msg:
+                events.append((start, _RECORD, (tail, msg)))
+        for key, (count, start) in new.items():
+            events.append((start, _NEWCONN, (key, count)))
 
-    def _record(self, pieces: list[bytes], i: int, counter: _LineCounter, partial: int | None,
-                hits: dict[int, bool]) -> int | None:
-        """Read record ``i`` of the block; returns the first record of a line still open, if any."""
-        piece = pieces[i]
-        nl = piece.find(_NL)
-        if nl < 0:
-            return i if partial is None else partial
-        tail, msg = _tail(pieces[i - 1]), piece[:nl]
-        if partial is not None:
-            raw = _tail(pieces[partial - 1]) + _INFO + _INFO.join(pieces[partial:i]) + _INFO + msg
-            self._general(counter.number(partial), raw)
-        elif channel.is_connection(msg):  # one followed by other lines
-            key = channel.key(tail, msg)
-            conns = self.state.conn_raw
-            entry = conns.get(key)
+    def _worth(self, msg: bytes) -> bool:
+        """Is an INFO message (not a connection line) worth the grammar? Cached per message."""
+        worth = bool(
+            msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg) or any(e in msg for e in self.extra)
+        )
+        if len(self.wanted) >= CACHE_LIMIT:
+            self.wanted.clear()
+        self.wanted[msg] = worth
+        return worth
+
+    def _gated(self, block: bytes, events: list, gates: tuple[bytes, ...], until: int) -> None:
+        """Lines before ``until`` without NCCL's INFO marker that hold a gate word (one ``bytes.find``
+        pass per gate)."""
+        find, rfind = block.find, block.rfind
+        for gate in gates:
+            at = find(gate, 0, until)
+            while at >= 0:
+                start = rfind(_NL, 0, at) + 1
+                end = find(_NL, at)
+                if find(_INFO, start, end) < 0:
+                    events.append((start, _GENERAL, None))
+                at = find(gate, end + 1, until)
+
+    def _fold_colls(self, colls: dict, events: list) -> None:
+        """Add the block's collective calls to ``LogState.colls``, per process (host, pid)."""
+        table = self.state.colls
+        for tail, (count, start, last) in colls.items():
+            who = self._who(tail)
+            proc = (who.host, who.pid) if who is not None else (None, None)
+            entry = table.get(proc)
+            op = _opcount(last)
             if entry is None:
-                self.state.new_conn(key, 1, Evidence(self.name, counter.number(i), _text(tail + _INFO + msg)))
+                events.append((start, _COLL, (proc, count, op)))
             else:
-                entry[0] += 1
-        else:
-            self._piece(counter, i, tail, msg)
-        if i in hits:  # other lines follow
-            self._between(piece, nl + 1, counter.number(i) + 1, self.keywords, hits[i])
-        return None
+                entry[0] += count
+                entry[2] = op if op is not None else entry[2]
 
-    def _piece(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
-        """Record ``i`` of the block (its line number is counted only when it is needed)."""
-        if not msg.startswith(_GRAPH_WORDS):
-            self._info(counter, i, tail, msg)
-        elif msg.startswith(channel.WORDS) and msg.count(b"->") == 1:
-            self._general(counter.number(i), tail + _INFO + msg)  # a connection line cut before "via"
-
-    def _info(self, counter: _LineCounter, i: int, tail: bytes, msg: bytes) -> None:
-        """An INFO record that is not a graph/connection line: parse it if its shape can prove anything."""
-        wanted = msg.startswith(_WANTED_START) or _WANTED_ANYWHERE.search(msg)
-        if self.pending or not (wanted or (self.extra and any(e in msg for e in self.extra))):
-            if self.pending:
-                self._general(counter.number(i), tail + _INFO + msg)
-            return
-        if (tail, msg) in self.repeats:
-            return  # the same process said exactly this before (every communicator repeats its setup)
-        if len(self.repeats) >= CACHE_LIMIT:
-            self.repeats.clear()
-        self.repeats.add((tail, msg))
+    def _who(self, tail: bytes) -> prefix.Record | None:
         who = self.whos.get(tail, False)
         if who is False:
             if len(self.whos) >= CACHE_LIMIT:
                 self.whos.clear()
-            who = self.whos[tail] = prefix.who(_text(tail))
-        number = counter.number(i)
-        if who is None or b"\x1b" in msg or b" | " in msg or len(msg) + len(tail) > LINE_LIMIT:
-            self._general(number, tail + _INFO + msg)
-            return
-        rec = prefix.Record(who.host, who.pid, who.dev, "INFO", _text(msg), "", who.launcher_ip)
-        facts.handle(self.state, rec, Evidence(self.name, number, _text(tail + _INFO + msg)))
+            who = self.whos[tail] = _plain_who(tail) or prefix.who(_text(tail))
+        return who
 
-    def _between(self, data: bytes, start: int, first_number: int, needles: tuple[bytes, ...],
-                 hit: bool) -> None:
-        """The lines of ``data`` from ``start`` on that hold no INFO record; ``hit``: one holds a needle."""
-        end = data.rfind(_NL) + 1
-        waiting = self.pending or self.last_error_at >= first_number
-        if end <= start or not (waiting or hit):
-            return
-        hits = _line_starts(data, start, end, needles) if hit else []
-        pos, number, next_hit = start, first_number, 0
-        while pos < end:
-            if self.pending or self.last_error_at >= number:  # every line counts until it is settled
-                stop = data.find(_NL, pos)
-                raw = data[pos:stop]
-                if self.pending or number == self.last_error_at or any(k in raw for k in needles):
-                    self._general(number, raw)
-                pos, number = stop + 1, number + 1
+    # -- the ordered walk -------------------------------------------------------------------------------
+
+    def _walk(self, block: bytes, events: list) -> None:
+        """Visit the listed lines in file order, numbering them in C, plus the lines a torn record or a
+        bare ``Last error:`` line needs after it."""
+        find, count = block.find, block.count
+        pos, number, done = 0, self.lines + 1, 0  # ``number``: the line at ``pos``; ``done``: first unread
+        for start, kind, data in events:
+            if start < done:
+                if kind == _NEWCONN:  # its line was read by the grammar (a glued line): add its count
+                    self._add_conn(data[0], data[1] - 1, None)
                 continue
-            while next_hit < len(hits) and hits[next_hit] < pos:
-                next_hit += 1
-            if next_hit == len(hits):
-                return
-            number += data.count(_NL, pos, hits[next_hit])  # jump to the next line holding a needle
-            pos = hits[next_hit]
-            stop = data.find(_NL, pos)
-            self._general(number, data[pos:stop])
-            pos, number = stop + 1, number + 1
+            if self.pending or self.last_error_at:
+                number += count(_NL, pos, done)
+                pos = done
+                if self.pending or self.last_error_at >= number:
+                    pos, number = self._follow(block, pos, number, start)
+            number += count(_NL, pos, start)
+            pos = start
+            end = find(_NL, start)
+            self._visit(kind, data, number, block[start:end])
+            done = end + 1
+        if self.pending or self.last_error_at:
+            number += count(_NL, pos, done)
+            pos = done
+            if self.pending or self.last_error_at >= number:
+                pos, number = self._follow(block, pos, number, len(block))
+        self.lines = number - 1 + count(_NL, pos)
+
+    def _follow(self, block: bytes, pos: int, number: int, stop: int) -> tuple[int, int]:
+        """Read the lines from ``pos`` on, up to ``stop``, while a torn record waits for its continuation
+        or a bare ``Last error:`` for its text; returns where it stopped and that line's number."""
+        while pos < stop and (self.pending or self.last_error_at >= number):
+            end = block.find(_NL, pos)
+            raw = block[pos:end]
+            if b"NCCL" in raw:  # a record of its own: the walk or the counters read it
+                self._flush_pending()
+                break
+            self._general(number, raw)
+            pos, number = end + 1, number + 1
+        return pos, number
+
+    def _visit(self, kind: int, data, number: int, raw: bytes) -> None:
+        if self.pending and kind in (_NEWCONN, _COLL):
+            self._flush_pending()
+        if kind == _GENERAL or (kind == _RECORD and self.pending):
+            self._general(number, raw)
+        elif kind == _RECORD:
+            self._info(number, data[0], data[1], raw)
+        elif kind == _NEWCONN:
+            self._add_conn(data[0], data[1], Evidence(self.name, number, _text(raw)))
+        else:
+            proc, count, op = data
+            entry = self.state.colls.get(proc)
+            if entry is None:
+                self.state.colls[proc] = [count, Evidence(self.name, number, _text(raw)), op]
+            else:
+                entry[0] += count
+                entry[2] = op if op is not None else entry[2]
+
+    def _add_conn(self, key: tuple[bytes, bytes], lines: int, ev: Evidence | None) -> None:
+        entry = self.state.conn_raw.get(key)
+        if entry is not None:
+            entry[0] += lines
+        elif ev is not None and lines > 0:
+            self.state.new_conn(key, lines, ev)
+
+    def _info(self, number: int, tail: bytes, msg: bytes, raw: bytes) -> None:
+        """An INFO record that is not a connection line or a collective call."""
+        repeats = self.repeats
+        if (tail, msg) in repeats:
+            return  # read earlier in this block
+        if len(repeats) >= CACHE_LIMIT:
+            repeats.clear()
+        repeats.add((tail, msg))
+        who = self._who(tail)
+        if who is None or b"\x1b" in msg or b" | " in msg or b"NCCL" in tail or b" NCCL " in msg \
+                or len(raw) > LINE_LIMIT:
+            self._general(number, raw)
+            return
+        text = _text(msg)
+        if facts.repeat(self.state, who, text, lambda: Evidence(self.name, number, _text(raw))):
+            return
+        rec = prefix.Record(who.host, who.pid, who.dev, "INFO", text, "", who.launcher_ip)
+        facts.handle(self.state, rec, Evidence(self.name, number, _text(raw)))
+
+    # -- the full grammar -------------------------------------------------------------------------------
 
     def _general(self, number: int, raw: bytes) -> None:
         if len(raw) > LINE_LIMIT:
@@ -291,35 +385,56 @@ class Scanner:
         self.state.note_error(category, "ERROR", ev, errors.LAST_ERROR_NOTE + explanation, (None, None), key)
 
 
-class _LineCounter:
-    """1-based line numbers of records in a split block, counted in C and only when a record needs one."""
-
-    def __init__(self, pieces: list[bytes], lines_before: int) -> None:
-        self.pieces, self.done, self.newlines = pieces, 0, lines_before
-
-    def number(self, i: int) -> int:
-        """The line on which record ``i`` (the text after the ``i``-th INFO marker) starts."""
-        if i > self.done:
-            self.newlines += b"".join(self.pieces[self.done : i]).count(_NL)
-            self.done = i
-        return self.newlines + 1
+_HOST_STOP = re.compile(rb"[\s:\[\]|()\x1b]")
 
 
-def _line_starts(data: bytes, start: int, end: int, needles: tuple[bytes, ...]) -> list[int]:
-    """Where the lines of ``data[start:end]`` that hold one of ``needles`` start, in order (found with
-    ``bytes.find``: Python work per hit, not per line)."""
-    starts = set()
-    for needle in needles:
-        at = data.find(needle, start, end)
-        while at >= 0:
-            starts.add(max(start, data.rfind(_NL, start, at) + 1))
-            stop = data.find(_NL, at)
-            at = data.find(needle, stop + 1, end) if stop >= 0 else -1
-    return sorted(starts)
+def _plain_who(tail: bytes) -> prefix.Record | None:
+    """``host:pid:tid [dev]`` with nothing around it, read without a pattern (the common case; the same
+    answer :func:`.prefix.who` gives, which reads every other shape)."""
+    words = tail.split(b" ")
+    if len(words) != 2:
+        return None
+    parts, dev = words[0].split(b":"), words[1]
+    if len(parts) != 3 or not (dev[:1] == b"[" and dev[-1:] == b"]" and dev[1:-1].isdigit()):
+        return None
+    if len(dev) > 8:
+        return None
+    host, pid, tid = parts
+    if not (pid.isdigit() and tid.isdigit() and len(pid) <= 12 and len(tid) <= 20 and 0 < len(host) <= 255):
+        return None
+    if host[:1].isdigit() or _HOST_STOP.search(host) or not host.isascii():
+        return None  # a timestamp, decorations or odd bytes: the grammar decides
+    return prefix.Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")
 
 
-def _tail(piece: bytes) -> bytes:
-    return piece[piece.rfind(_NL) + 1 :]
+def _torn(msg: bytes) -> bool:
+    """A connection line cut before its transport (the rest follows on the next physical line)."""
+    return channel.VIA not in msg and msg.count(b"->") == 1
+
+
+def _opcount(msg: bytes) -> int | None:
+    """The opCount of a collective-call line (hex), ``None`` when it cannot be read."""
+    at = msg.find(_OPCOUNT)
+    word = msg[at + len(_OPCOUNT) :].split(b" ", 1)[0][:16] if at > 0 else b""
+    try:
+        return int(word, 16)
+    except ValueError:
+        return None
+
+
+def _read_blocks(stream: BinaryIO, chunk: int):
+    """(block of whole lines, bytes read for it); a last line without a newline gets one."""
+    carry = b""
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        block = carry + data
+        cut = block.rfind(_NL) + 1
+        carry = block[cut:]
+        yield block[:cut], len(data)  # empty when no line has ended yet
+    if carry:
+        yield carry + _NL, 0
 
 
 def _records(text: str, hosts) -> list[str]:

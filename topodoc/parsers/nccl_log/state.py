@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 65536
+DEVS_LIMIT = 64  # devices remembered per process
+WATCHDOG_LIMIT = 4096  # ranks whose watchdog timeout is remembered
 CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
 Proc = tuple  # (host or None, pid or None)
 
@@ -73,11 +75,47 @@ class LogState:
     # Evidence, last opCount seen (int)]: how far each process got (hang phase, desync across ranks)
     colls: dict[Proc, list] = field(default_factory=dict)
     host_lines: dict[str | None, Evidence] = field(default_factory=dict)  # host -> its first NCCL line read
+    # (host, pid) -> CUDA devices its prefixes name ("[3]"), at most DEVS_LIMIT each: one process driving
+    # several GPUs (nccl-tests -g, ncclCommInitAll) holds several ranks of one machine
+    proc_devs: dict[Proc, set] = field(default_factory=dict)
+    # (host, pid) -> {phase: first line}: bootstrap, init, connect, init_complete (infer.PHASES)
+    phase_lines: dict[Proc, dict[str, Evidence]] = field(default_factory=dict)
+    wordings: dict[tuple, Evidence] = field(default_factory=dict)  # (host, wordings.Wording id) -> first line
+    wording_tries: Counter = field(default_factory=Counter)  # (host, first word) -> records tried (capped)
+    # PyTorch watchdog timeouts: rank -> [sequence number, last completed or None, first line, process group]
+    # (the error table folds them across ranks once numbers are masked; a desync needs them per rank)
+    watchdog: dict[str, list] = field(default_factory=dict)
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
     procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
     conns_dropped: int = 0  # connection lines with a key past the connection-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
+    quiet: set = field(default_factory=set)  # (host, msg) of INFO lines read once that made no finding
+
+    def quiet_line(self, host: str | None, msg: str) -> None:
+        if len(self.quiet) >= SEEN_LIMIT:
+            self.quiet.clear()
+        self.quiet.add((host, msg))
+
+    def note_dev(self, proc: Proc, dev: int) -> None:
+        devs = self.proc_devs.get(proc)
+        if devs is None:
+            self.proc_devs[proc] = {dev}
+        elif len(devs) < DEVS_LIMIT:
+            devs.add(dev)
+
+    def note_phase(self, proc: Proc, phase: str, ev: Evidence) -> None:
+        """The first line of ``phase`` in ``proc`` (for processes the process table keeps)."""
+        if proc in self.procs:
+            self.phase_lines.setdefault(proc, {}).setdefault(phase, ev)
+
+    def note_watchdog(self, key: str, seq: str | None, done: str | None, ev: Evidence,
+                      group: str | None) -> None:
+        entry = self.watchdog.get(key)
+        if entry is None and len(self.watchdog) < WATCHDOG_LIMIT:
+            self.watchdog[key] = [seq, done, ev, group]
+        elif entry is not None:
+            entry[0], entry[1], entry[3] = entry[0] or seq, entry[1] or done, entry[3] or group
 
     def new_conn(self, key: tuple[bytes, bytes], count: int, ev: Evidence) -> None:
         """A connection key seen for the first time (``count`` lines, the first of them ``ev``)."""

@@ -27,7 +27,7 @@ from topodoc.logmodel import (
     LogSummary,
     RankInfo,
 )
-from topodoc.parsers.nccl_log import errors
+from topodoc.parsers.nccl_log import errors, infer
 from topodoc.parsers.nccl_log import plugins as plugin_lines
 from topodoc.parsers.nccl_log.derive import (
     connections,
@@ -50,15 +50,26 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     hosts = _hosts(state, index, ranks)
     nnodes, nodes_ev = _nnodes(state, hosts, ranks, conns, index)
     env = env_settings(state)
+    single = infer.single_process(state, conns, ranks)
+    if single is not None and nnodes in (None, 1):
+        nnodes, nodes_ev = 1, single.evidence
     nodes_min, min_ev = (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, conns, env, index)
     transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes, nodes_ev)
+    transport, t_ev, loop = _one_node_transport(state, conns, env, nnodes, nodes_ev, transport, t_ev)
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
     conn_nets = {c.transport[4:] for c in conns if c.transport.startswith("NET/")}
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
     found = _unless_fallback(_errors(state, versions, env, plugins, chosen), transport, nnodes or nodes_min)
+    host_versions, wording_mismatch, version_notes = infer.versions(state)
+    if wording_mismatch is not None and len(versions) <= 1:
+        found = tuple(sorted(found + (wording_mismatch,), key=lambda e: (e.file, e.line)))
     errs = tuple(e for e in found if not e.benign)
+    first, marks = infer.first_failure(errs, state, ranks)
+    errs = infer.label(errs, marks)
+    phases, stuck = infer.hang(state, errs, ranks, conns, transport)
+    inferences = tuple(i for i in (single, loop, first, stuck) if i is not None) + version_notes
     benign = tuple(e for e in found if e.benign)
     hcas = sorted({f"{d.name}:{d.port}/{d.link_layer}" for d in state.devices.values() if d.role == "hca"})
     driver = max(state.cuda_driver, default=None)
@@ -80,8 +91,19 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         summary=summary, inputs=stats, hosts=hosts, ranks=_rank_rows(ranks),
         communicators=_communicators(state, ranks),
         connections=conns, devices=tuple(state.devices.values()), env=env, errors=errs, plugins=plugins,
-        benign=benign,
+        benign=benign, inferences=inferences, phases=phases, host_versions=host_versions,
     )
+
+
+def _one_node_transport(state: LogState, conns, env, nnodes: int | None, nodes_ev, transport, t_ev):
+    """A single-node job's transport is ``none`` whatever ``Using network`` says; network connections in it
+    are NIC loopback (an inference with its lines)."""
+    if nnodes != 1:
+        return transport, t_ev, None
+    loop = infer.loopback(state, conns, env, nodes_ev)
+    if transport in (None, "none"):
+        return transport, t_ev, loop
+    return "none", tuple(nodes_ev) + (loop.evidence[:1] if loop else ()), loop
 
 
 def _rank_rows(ranks: tuple[RankInfo, ...]) -> tuple[RankInfo, ...]:
