@@ -81,8 +81,8 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
         work = Path(tmp)
-        # bytecode under a folder of this run, written even where the shell sets PYTHONDONTWRITEBYTECODE (else
-        # every run compiles every topodoc module from source: ~0.1-0.3 s of what it would measure)
+        # bytecode under a folder of this run, written even where the shell sets PYTHONDONTWRITEBYTECODE
+        # (else every run compiles every topodoc module it loads from source: tens of ms of CPU per run)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         source = f"example:{args.example}"
