@@ -7,8 +7,9 @@ addresses rewritten; its ``<case>.truth.json`` says what an expert reading the t
 where the log does not prove it. For every field a truth file sets, the case is *right* when
 :func:`topodoc.parsers.nccl_log.analyze` says the same thing:
 
-- ``transport``, ``gdr``, ``nccl_version``, ``nodes``: equal to ``summary.transport``, ``summary.gdr``,
-  ``summary.nccl_version``, ``summary.nnodes``;
+- ``transport``, ``gdr``, ``nccl_version``, ``nodes``, ``nodes_min``: equal to ``summary.transport``,
+  ``summary.gdr``, ``summary.nccl_version``, ``summary.nnodes``, ``summary.nnodes_min`` (``nodes_min``: the
+  lower bound an excerpt proves when it does not prove the total);
 - ``error_categories``: every expected category is among the categories of ``summary.errors``, and a case
   whose truth is ``[]`` (nothing failed, benign lines only) gets no error at all.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from topodoc import catalogue
 from topodoc.parsers.nccl_log import analyze
 
-FIELDS = ("transport", "gdr", "nccl_version", "nodes", "error_categories")
+FIELDS = ("transport", "gdr", "nccl_version", "nodes", "nodes_min", "error_categories")
 LITERALS = catalogue.scan_literals()  # what `logs` and `diagnose` pass: the failure catalogue's prefilters
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "real"
 
@@ -43,6 +44,7 @@ def observed(log: Path) -> dict | None:
         "gdr": summary.gdr,
         "nccl_version": summary.nccl_version,
         "nodes": summary.nnodes,
+        "nodes_min": summary.nnodes_min,
         "error_categories": sorted({e.category for e in summary.errors}),
     }
 

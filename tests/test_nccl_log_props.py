@@ -13,9 +13,10 @@ from topodoc.parsers.nccl_log import NoNcclLinesError, analyze
 from topodoc.parsers.nccl_log import scan as nccl_log_scan
 
 FIXTURE_LINES = [line for log in cases() for line in log.read_bytes().split(b"\n") if line]
-# the words a transport verdict needs to have seen in the input
+# the words a transport verdict needs to have seen in the input (RoCE: a device line, or a RoCE-only GID)
 TRANSPORT_WITNESS = {
-    "IB": (b"IB",), "RoCE": (b"RoCE",), "EFA": (b"efa",), "Socket": (b"Socket",), "TCPX": (b"GPUDirectTCPX",),
+    "IB": (b"IB",), "RoCE": (b"RoCE", b"Gid", b"GID"), "EFA": (b"efa",), "Socket": (b"Socket",),
+    "TCPX": (b"GPUDirectTCPX",),
     "TCPXO": (b"FasTrak", b"TCPXO"), "gIB": (b"gIB",), "Slingshot": (b"cxi",), "IBext": (b"IBext", b"SHARP"),
 }
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

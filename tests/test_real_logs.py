@@ -19,6 +19,7 @@ REAL = ROOT / "fixtures" / "logs" / "real"
 CASES = sorted(REAL.glob("*.log"))
 KEYS = {"source", "transport", "gdr", "nccl_version", "nodes", "error_categories", "signatures", "launcher",
         "notes"}
+OPTIONAL = {"nodes_min"}  # the lower bound an excerpt proves, set where ``nodes`` (the total) is null
 TRANSPORTS = {"IB", "RoCE", "EFA", "Socket", "TCPX", "TCPXO", "gIB", "Slingshot", "IBext", "none"}
 VERSION = regex.compile(r"2\.\d++\.\d++")
 
@@ -39,12 +40,14 @@ def test_corpus_size_and_spread():
 @pytest.mark.parametrize("log", CASES, ids=[c.stem for c in CASES])
 def test_truth_file(log):
     t = truth(log)
-    assert set(t) == KEYS
+    assert KEYS <= set(t) <= KEYS | OPTIONAL
     assert t["source"].startswith("https://github.com/")
     assert t["transport"] is None or t["transport"] in TRANSPORTS
     assert t["gdr"] in (None, True, False)
     assert t["nccl_version"] is None or VERSION.fullmatch(t["nccl_version"])
     assert t["nodes"] is None or (isinstance(t["nodes"], int) and t["nodes"] >= 1)
+    assert t.get("nodes_min") is None or (t["nodes"] is None and isinstance(t["nodes_min"], int)
+                                          and t["nodes_min"] >= 1)
     assert t["error_categories"] is None or set(t["error_categories"]) <= set(ERROR_CATEGORIES)
     assert t["transport"] != "none" or t["nodes"] == 1, "transport none is a single-node verdict"
 
@@ -61,7 +64,7 @@ def test_benchmark_prints_every_field():
                          text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     assert f"{len(CASES)} cases" in out.stdout
-    for field in ("transport", "gdr", "nccl_version", "nodes", "error_categories"):
+    for field in ("transport", "gdr", "nccl_version", "nodes", "nodes_min", "error_categories"):
         assert regex.search(rf"^  {field}\s++\d++/\d++\s++right", out.stdout, regex.M), field
 
 

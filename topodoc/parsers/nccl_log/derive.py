@@ -69,9 +69,24 @@ def decide_transport(state: LogState, conns, nnodes: int | None, nodes_ev: tuple
     if nnodes == 1:
         return "none", plugin, provider_name, nodes_ev
     if selected is None:
-        return None, None, provider_name, ()
+        return _verbs_only(state, provider_name)
     evidence = (selected[1][1],) + _device_evidence(state, plugin)
     return _family(state, plugin, provider_name), plugin, provider_name, evidence
+
+
+def _verbs_only(state: LogState, provider: str | None):
+    """No ``Using network`` line and no network connection: NCCL <= 2.5 never prints the former, and its
+    ``NET/IB : Using [0]mlx5_0:1/IB`` line (after the bootstrap's ``NET/Socket : Using``) means the IB
+    transport came up and was chosen, as it is whenever no external plugin is loaded; a NET/IB line holding
+    a RoCE-only GID (a completion error) proves verbs over RoCE. Otherwise the log does not say."""
+    hcas = [d.evidence for d in state.devices.values() if d.role == "hca" and d.evidence]
+    if state.ofi or any(key.startswith("family:") for key in state.plugins):
+        return None, None, provider, ()  # a plugin's own lines: it may have won over NET/IB
+    if hcas:
+        return _family(state, "IB", provider), "IB", provider, _device_evidence(state, "IB")
+    if "RoCE" in state.gid_layers:
+        return "RoCE", "IB", provider, (state.gid_layers["RoCE"],)
+    return None, None, provider, ()
 
 
 def _family(state: LogState, name: str, provider: str | None) -> str:
@@ -79,6 +94,8 @@ def _family(state: LogState, name: str, provider: str | None) -> str:
         if "sharp" in state.plugins:
             return "IBext"
         layers = {d.link_layer for d in state.devices.values() if d.role == "hca"}
+        if not layers and "RoCE" in state.gid_layers:
+            return "RoCE"
         return "RoCE" if layers == {"RoCE"} else "IB"
     for marker, family in _FAMILIES:
         if marker in name:

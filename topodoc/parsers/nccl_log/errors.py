@@ -4,8 +4,9 @@
 catalogue :mod:`topodoc.catalogue` knows the line: its signature id, cause, fix and whether it is benign)
 or ``None``; :func:`classify` is its ``(category, explanation)`` pair. The catalogue's data is tried
 first; what stays here is what data cannot express: the IB completion status table (an explanation
-computed from the status and vendor numbers), return-code chains, and generic fallbacks for lines no
-signature knows. Categories are the fixed names in :data:`topodoc.logmodel.ERROR_CATEGORIES`. Sources:
+computed from the status and vendor numbers), return-code chains, and word-level fallbacks for lines no
+record knows (:data:`_WORDS`, which says why each cannot be a record).
+Categories are the fixed names in :data:`topodoc.logmodel.ERROR_CATEGORIES`. Sources:
 REFERENCE.md §1.14 (message texts and their usual meaning), §1.4-§1.8 (plugin and device messages).
 """
 
@@ -47,57 +48,45 @@ _VENDOR_HELP = {
     249: "vendor syndrome 0xf9: the request was flushed after an earlier error",
 }
 _IB_CQE = re.compile(
-    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:\w+\()?(?P<status>\d+)\)?"
+    # "from peer <address> with ...", or "from peer with ..." where the user blanked the address
+    r"Got completion (?:from peer )?(?:(?!with )(?P<peer>\S+) )?with (?:error |status=)"
+    r"(?:\w+\()?(?P<status>\d+)\)?"
     r"(?:.*?vendor[ _]err(?:=| )?(?P<vendor>\d+))?"
 )
 
-_CATALOGUE: tuple[tuple[str, str, str], ...] = (
-    (r"Watchdog caught collective operation timeout", "timeout",
-     "PyTorch's watchdog aborted a collective that ran past the process group timeout (Timeout(ms) in the "
-     "line; 600000 is the 10-minute default). NCCL itself reported nothing yet: one rank stopped entering "
-     "collectives (crash, hang, OOM, a slow data loader) or the network path stalled. Find the rank whose "
-     "last logged sequence number is lowest and read its first error; raise the timeout only for known slow "
-     "steps."),
-    (r"[rt]x ctrl timeout", "timeout",
-     "The GPUDirect-TCPX plugin waited too long for a control message from its peer. A burst of these while "
-     "the first collectives connect means slow connection setup (flow-steering rules being programmed by the "
-     "receive-datapath-manager, RxDM); if they go on during training a peer stalled or the data NICs drop "
-     "traffic. Check the RxDM (tcpx-daemon) container on both nodes and the NCCL_GPUDIRECTTCPX_* settings."),
+# The last resort for warning lines that no record of the failure catalogue knows. Every message that is a
+# signature lives in the catalogue (topodoc/catalogue/signatures.toml) with a real example line; what stays
+# here cannot be a record: (1) words and word classes ("timed out", "ibv_... failed", "plugin") that name no
+# single message, cause or fix, so a record would have no specific explanation and no example that is its
+# own; (2) a few messages for which no real line from a public thread has been found yet (marked "no real
+# line yet"): they become records, and leave this list, once one is.
+_WORDS: tuple[tuple[str, str, str], ...] = (
     (r"Watchdog caught collective operation timeout|timed out|Timeout\(ms\)|[Tt]imeout waiting|"
      r"NCCL timeout|ncclTimeout", "timeout",
      "A collective did not finish in time. Usually one rank stopped (crash, hang, OOM, a straggler in data "
      "loading) or the network path stalled; find the first rank that stopped logging and its first WARN."),
-    (r"No device found|No eligible providers|No NIC info|No IP interface found|Failed to initialize any NET"
-     r"|network \S+ not found|no socket interface found|no interface found|No usable listening interface"
-     r"|call to devices\(\) returned 0 devices|Failed to open libibverbs|output empty list"
-     r"|fi_getinfo\(\) call failed: No data available",
+    # "No device found" in any plugin's wording; the rest: no real line yet
+    (r"No device found|No eligible providers|No IP interface found|Failed to initialize any NET"
+     r"|no interface found|No usable listening interface",
      "no_net_device",
      "NCCL found no usable device for this network and falls back to the next one (usually Socket): check "
      "that the RDMA/EFA devices are visible (/dev/infiniband in containers), the interface names in "
      "NCCL_SOCKET_IFNAME / NCCL_IB_HCA, and NCCL_NET."),
-    (r"[Cc]onnect to \[?fe80:", "socket_error",
-     "A rank could not connect to a peer's IPv6 link-local address (fe80::...): NCCL chose an interface "
-     "without a routable address for its sockets (often IPoIB), and link-local addresses only work within "
-     "one link. Set NCCL_SOCKET_IFNAME to the interface of the cluster's routed network on every node (or "
-     "NCCL_SOCKET_FAMILY=AF_INET)."),
-    (r"[Cc]onnect to \S+ (?:failed|returned)|Call to connect returned|Connection refused", "socket_error",
+    (r"[Cc]onnect to \S+ (?:failed|returned)|Connection refused", "socket_error",
      "A rank could not open a TCP connection to a peer: nothing listens at that address (the peer already "
      "exited, or a stale MASTER_ADDR / NCCL_COMM_ID / rendezvous file from another job), a firewall, or an "
      "interface the peer cannot reach; check that the address belongs to this job and NCCL_SOCKET_IFNAME on "
      "every node."),
-    (r"Connection closed by remote peer|socketProgress|"
-     r"Message truncated|[Aa]ccept failed|Connection reset|[Bb]roken pipe|socket\w* failed|"
-     r"ncclSocketInit|neither AF_INET",
+    (r"Connection closed by remote peer|socketProgress|[Mm]essage truncated|[Aa]ccept failed|"
+     r"Connection reset|[Bb]roken pipe|socket\w* failed|ncclSocketInit",
      "socket_error",
      "A TCP socket between ranks failed. Usually another rank exited or crashed first (find the earliest "
      "error across ranks); otherwise a firewall, a wrong NCCL_SOCKET_IFNAME, or ranks running different "
      "collectives / NCCL versions."),
-    (r"remote process exited|ncclRemoteError|remote error|retcode 6\b", "remote_error",
+    (r"remote process exited|remote error|retcode 6\b", "remote_error",
      "A remote rank exited or its network failed; this rank only noticed. Look at the other ranks' logs "
      "for the first failure."),
-    (r"Cuda failure|CUDA error|unhandled cuda error|cudaError|ncclUnhandledCudaError|"
-     r"Failed to bind NVLink SHARP",
-     "cuda_error",
+    (r"CUDA error|unhandled cuda error|cudaError", "cuda_error",
      "A CUDA call failed inside NCCL (out of memory, a GPU fault or Xid, an NVLS/Fabric Manager problem); "
      "check nvidia-smi, dmesg for Xid errors and the Fabric Manager on NVSwitch systems."),
     (r"ibv_(?:reg_mr|reg_dmabuf_mr|create_qp|create_cq)\w*(?:\(\))? (?:failed|returned)", "system_error",
@@ -107,10 +96,10 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
      "Moving a queue pair to its connected state failed: on RoCE this is usually a GID index that is not a "
      "valid RoCEv2 address on this port (check NCCL_IB_GID_INDEX against show_gids; 2.21+ picks one itself), "
      "on IB a wrong port or a port that is down."),
-    (r"failed to extend /dev/shm|unlink shared memory", "system_error",
-     "NCCL could not allocate its shared-memory segment: /dev/shm is too small, usually a container's 64 MB "
-     "default (docker --shm-size, or mount a larger tmpfs in Kubernetes)."),
-    (r"Failed to open libnvidia-ml", "system_error",
+    (r"unlink shared memory", "system_error",  # no real line yet
+     "NCCL could not allocate or release its shared-memory segment: /dev/shm is too small, usually a "
+     "container's 64 MB default (docker --shm-size, or mount a larger tmpfs in Kubernetes)."),
+    (r"Failed to open libnvidia-ml", "system_error",  # no real line yet
      "NCCL could not load NVML: the driver's libnvidia-ml.so.1 is not visible to the process (container "
      "without the NVIDIA runtime, or a broken driver install)."),
     (r"Could not find real path", "system_error",
@@ -119,30 +108,26 @@ _CATALOGUE: tuple[tuple[str, str, str], ...] = (
     (r"ibv_\w+(?:\(\))? (?:failed|returned)|unhandled system error|ncclSystemError", "system_error",
      "A system, socket or verbs call failed (ncclSystemError); the NCCL WARN line just before the failure "
      "names the call. It can also follow a remote peer that exited."),
-    (r"invalid usage|invalid argument|Invalid NCCL_COMM_ID|Invalid value|Duplicate GPU|ncclInvalidUsage|"
+    (r"invalid usage|invalid argument|Invalid NCCL_COMM_ID|Invalid value|ncclInvalidUsage|"
      r"ncclInvalidArgument", "invalid_usage",
      "NCCL was called in a way it rejects (two ranks on one GPU, a bad argument, a malformed setting); "
      "check the launcher's GPU assignment and the NCCL_* values."),
     (r"internal error|ncclInternalError", "internal_error",
      "NCCL reported an internal error; often a consequence of an earlier failure or a topology the build "
      "does not handle. Read the WARN lines before it."),
-    (r"does not loop back to start", "other",
-     "The ring NCCL computed is inconsistent across ranks: ranks disagree on the topology (different NCCL "
-     "versions, different NCCL_* settings or topology files per node). Make every node run the same build "
-     "and environment."),
-    (r"Affinity for GPU \d+ is empty", "affinity",
+    (r"Affinity for GPU \d+ is empty", "affinity",  # no real line yet
      "The process's CPU set does not intersect the GPU's local CPUs, so NCCL ignores affinity: the launcher "
      "bound this rank to the wrong NUMA node; fix the binding (--cpu-bind, numactl) or the container "
      "cpuset."),
-    (r"P2P is disabled between|Could not enable P2P", "p2p_disabled",
+    (r"Could not enable P2P|P2P is disabled between", "p2p_disabled",
      "Peer-to-peer between these GPUs is off, so traffic bounces through host memory: check NCCL_P2P_DISABLE "
      "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),
     (r"NET/OFI|Failed to initialize NET plugin|NET/Plugin.*(?:undefined symbol|wrong ELF|incompatible)|"
-     r"Failed to find ncclNetPlugin symbol|NET/GPUDirectTCPX|plugin", "plugin_error",
+     r"NET/GPUDirectTCPX|plugin", "plugin_error",
      "A network plugin failed; NCCL then silently uses the next network (often Socket). Check the plugin's "
      "libraries (aws-ofi-nccl, libfabric, the SHARP plugin) and pin NCCL_NET so a fallback fails loudly."),
 )
-_COMPILED = tuple((re.compile(p), c, e) for p, c, e in _CATALOGUE)
+_COMPILED = tuple((re.compile(p), c, e) for p, c, e in _WORDS)
 _RETURN_CODE = {
     1: ("cuda_error", "a CUDA error propagated (code 1, ncclUnhandledCudaError)"),
     2: ("system_error", "a system call error propagated (code 2, ncclSystemError)"),
@@ -191,12 +176,12 @@ def lookup(msg: str, line: str = "") -> Verdict | None:
         extra = {"signature": sig.id, "cause": sig.cause, "fix": sig.fix} if sig else {}
         return Verdict("ib_completion_error", explain_completion(status, cqe["vendor"]), ib_status=status,
                        **extra)
-    generic = _generic(msg)
     if sig is None:
-        return generic
-    if sig.category == "other" and not sig.benign and generic is not None:
-        # a wrapper signature (PyTorch's DistBackendError): the words it wraps name the category
-        return Verdict(generic.category, generic.explanation, sig.id, sig.cause, sig.fix,
+        return _generic(msg)
+    wrapped = _wrapped(sig, line or msg, msg) if sig.category == "other" and not sig.benign else None
+    if wrapped is not None:
+        # a wrapper signature (PyTorch's DistBackendError): what it wraps names the category
+        return Verdict(wrapped.category, wrapped.explanation, sig.id, sig.cause, sig.fix,
                        nccl_version=version)
     return Verdict(sig.category, sig.explanation, sig.id, sig.cause, sig.fix, sig.benign,
                    nccl_version=version)
@@ -204,6 +189,16 @@ def lookup(msg: str, line: str = "") -> Verdict | None:
 
 def _stated_version(sig: catalogue.Signature | None, line: str) -> str | None:
     return catalogue.fields(sig, line).get("nccl_version") if sig is not None else None
+
+
+def _wrapped(sig: catalogue.Signature, line: str, msg: str) -> Verdict | None:
+    """What a wrapper line wraps (its ``what`` group, e.g. PyTorch's "unhandled system error"): the record
+    that knows those words, else the word-level fallback on the whole message."""
+    what = catalogue.fields(sig, line).get("what")
+    inner = catalogue.match(what) if what else None
+    if inner is not None and inner.id != sig.id and not inner.benign:
+        return Verdict(inner.category, inner.explanation)
+    return _generic(msg)
 
 
 def _generic(msg: str) -> Verdict | None:

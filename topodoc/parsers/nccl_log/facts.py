@@ -26,6 +26,13 @@ _IB_DEV = re.compile(
     r"/(\w{1,16})"
 )
 _ADDR = r"([^\s<]{1,128})<\d{1,9}>"  # an address up to its "<port>" (IPv6 holds colons)
+# a GID in a verbs error line ("localGid ::ffff:10.0.1.23", "remoteGidsfe80::a00:27ff:fe00:2", 2.27's "local
+# GID ::ffff:..."): RoCE when it is IPv4-mapped (RoCEv2; users often blank the octets with x) or built from a
+# MAC (EUI-64 with ff:fe in its middle); an IB GID is the subnet prefix and the port GUID, neither shape
+_GID = re.compile(r"(?:localGid|remoteGids?|(?:local|remote) GID) ?([0-9A-Fa-fx:.]{2,64})")
+_ROCE_GID = re.compile(
+    r"::ffff:[\dx]{1,3}(?:\.[\dx]{1,3}){3}$|^fe80::[0-9a-f]{1,4}:[0-9a-f]{0,2}ff:fe[0-9a-f]{2}:[0-9a-f]{1,4}$"
+)
 _OOB = re.compile(r"OOB ([^\s:]{1,64}):" + _ADDR)
 _IFACE = re.compile(r"\[(\d{1,6})\]([^\s:]{1,64}):" + _ADDR)
 _BOOTSTRAP = re.compile(r"(?:Bootstrap|NET) ?: Using (?:interface )?(?:\[\d{1,6}\])?([^\s:]{1,64}):" + _ADDR)
@@ -41,11 +48,10 @@ _NNODES = re.compile(r"\bnNodes (\d{1,9})\b")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
 _CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
 _ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
+# INFO wordings that only the word-level fallbacks of errors.py explain (the catalogue is asked first anyway)
 _INFO_ERROR_KEYS = (
-    "No device found", "No eligible providers", "Affinity for GPU", "P2P is disabled between",
-    "Could not enable P2P", "Failed to initialize NET plugin", "undefined symbol", "wrong ELF",
-    "Got completion", "imed out", "Connection closed", "returned 0 devices",
-    "Failed to find ncclNetPlugin symbol",
+    "No device found", "No eligible providers", "Affinity for GPU", "Could not enable P2P",
+    "Failed to initialize NET plugin", "undefined symbol", "wrong ELF", "imed out", "Connection closed",
 )
 
 
@@ -99,6 +105,10 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         state.ray_ips.setdefault(rec.host, {}).setdefault(rec.launcher_ip, ev)
     if rec.level in ("WARN", "ERROR"):
         key = _error(state, rec, ev, rec.msg)
+        if "Gid" in rec.msg or "GID" in rec.msg:
+            _gids(state, rec.msg, ev)
+        if "tcpxCommProgress" in rec.msg:  # the GPUDirect-TCPX plugin's data path: TCPX carries traffic
+            _network(state, "GPUDirectTCPX", ev)
         if rec.level == "WARN":
             state.note_warn(proc, key)
         if rec.level == "ERROR":
@@ -231,6 +241,13 @@ def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
             state.note_address(rec.host, oob[2], ev)
     elif "GPU Direct RDMA" in msg:
         _gdr_line(state, rec, ev)
+
+
+def _gids(state: LogState, msg: str, ev: Evidence) -> None:
+    """A GID that only RoCE uses (IPv4-mapped, or MAC-derived) proves the verbs port is RoCE."""
+    for gid in _GID.findall(msg):
+        if _ROCE_GID.search(gid.lower()):
+            state.gid_layers.setdefault("RoCE", ev)
 
 
 def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:

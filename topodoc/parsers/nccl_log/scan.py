@@ -23,6 +23,7 @@ bounded by the job's size, never by the log's. Benchmarks: ``benchmarks/logs_ben
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from operator import itemgetter
 from typing import BinaryIO
@@ -43,9 +44,15 @@ _NL = b"\n"
 # every "NCCL" except INFO records with nothing to learn: trees, ring orders ("Ring 00 : 3 -> 0 -> 1"),
 # patterns, NVLS heads, and records that start with a space (ring listings); literal-led, so the engine
 # jumps from one "NCCL" to the next in C
-_NCCL = re.compile(
-    rb"NCCL(?! INFO (?:Tree|Pattern |Ring \d{1,4} : \d{1,9} -> \d{1,9} -> |NVLS Head| ))"
+_NCCL = re.compile(rb"NCCL(?! INFO (?:Tree|Pattern |Ring \d|Channel \d|NVLS Head| ))")
+# connection lines (and ring orders, channel listings): counted apart, see Scanner._connections; a line
+# whose prefix is plain "host:pid:tid [dev]" (nearly every line of a big log) is folded without Python
+_CONN_PLAIN = re.compile(
+    rb"\n([^\s:\[\]|()\x1b]{1,255}):\d{1,12}:\d{1,20} \[(\d{1,6})\] NCCL INFO "
+    rb"(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? : ([^\n]*)"
 )
+_CONN_ANY = re.compile(rb"NCCL INFO (?:Channel|Ring) \d")
+_CONN_MARKS = (b" NCCL INFO Channel ", b" NCCL INFO Ring ")
 _CONN_HEADS = (b"Chan", b"Ring")
 # collective calls logged with NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 3f sendbuff ...")
 _COLL_HEADS = frozenset(
@@ -116,6 +123,7 @@ class Scanner:
         self.nccl += infos
         events: list[tuple] = []
         colls: dict[bytes, list] = {}
+        self._connections(block, events)
         self._records(block, events, colls)
         self._gated(block, events, self.gates, len(block))
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
@@ -129,7 +137,7 @@ class Scanner:
 
     def _records(self, block: bytes, events: list, colls: dict) -> None:
         """One pass of :data:`_NCCL`: count connection lines and collective calls, list the rest."""
-        conns, places, repeats, wanted = self.state.conn_raw, self.places, self.repeats, self.wanted
+        repeats, wanted = self.repeats, self.wanted
         rfind, find = block.rfind, block.find
         new: dict[tuple[bytes, bytes], list] = {}
         for m in _NCCL.finditer(block):
@@ -143,23 +151,8 @@ class Scanner:
             msg, tail = block[at + 10 : end], block[start : at - 1]
             head = msg[:4]
             if head in _CONN_HEADS:
-                if channel.VIA in msg and b"NCCL" not in tail and b" NCCL " not in msg:
-                    place = places.get(tail)
-                    if place is None:
-                        if len(places) >= CACHE_LIMIT:
-                            places.clear()
-                        place = places[tail] = channel.place(tail)
-                    key = (place, msg[msg.find(b" : ") + 3 :][: channel.KEY_LIMIT])
-                    entry = conns.get(key)
-                    if entry is not None:
-                        entry[0] += 1
-                    elif key in new:
-                        new[key][0] += 1
-                    else:
-                        new[key] = [1, start]
-                elif b"NCCL" in tail or b" NCCL " in msg or _torn(msg):
-                    events.append((start, _GENERAL, None))  # several records, a line cut before "via"
-                continue  # ring orders and channel listings: nothing to learn
+                self._conn_line(block, start, msg, tail, new, events)
+                continue
             if head in _COLL_HEADS and msg.find(_OPCOUNT, 0, 40) > 0 and b"NCCL" not in tail:
                 entry = colls.get(tail)
                 if entry is None:
@@ -177,6 +170,66 @@ class Scanner:
                 events.append((start, _RECORD, (tail, msg)))
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
+
+    def _connections(self, block: bytes, events: list) -> None:
+        """The block's connection lines: folded in C (one ``findall``, one ``Counter``) when every one of
+        them has a plain prefix, else read line by line (:meth:`_conn_line`)."""
+        total = block.count(_CONN_MARKS[0]) + block.count(_CONN_MARKS[1])
+        if not total:
+            return
+        found = _CONN_PLAIN.findall(block)
+        first = _CONN_PLAIN.match(b"\n" + block[: block.find(_NL)])  # the first line has no newline before it
+        if first is not None:
+            found.append(first.groups())
+        if len(found) == total and self._fold_conns(block, Counter(found), events):
+            return
+        new: dict[tuple[bytes, bytes], list] = {}
+        rfind, find = block.rfind, block.find
+        for m in _CONN_ANY.finditer(block):
+            at = m.start()
+            start = rfind(_NL, 0, at) + 1
+            if at > start and block[at - 1] == 32:
+                msg = block[at + 10 : find(_NL, at)]
+                self._conn_line(block, start, msg, block[start : at - 1], new, events)
+        for key, (count, start) in new.items():
+            events.append((start, _NEWCONN, (key, count)))
+
+    def _fold_conns(self, block: bytes, counts: Counter, events: list) -> bool:
+        """Add the folded lines ``(host, dev, text after "Channel NN/N : ")`` -> lines; ``False`` (and
+        nothing added) when one of them needs the grammar (a glued or torn line, an odd host)."""
+        for (host, _dev, rest), _n in counts.items():
+            if b"NCCL" in rest or not host.isascii() or (channel.VIA not in rest and rest.count(b"->") == 1):
+                return False
+        conns = self.state.conn_raw
+        for (host, dev, rest), lines in counts.items():
+            if channel.VIA not in rest:
+                continue  # ring orders and channel listings: nothing to learn
+            key = (b"%s [%d]" % (host, int(dev)), rest[: channel.KEY_LIMIT])
+            entry = conns.get(key)
+            if entry is not None:
+                entry[0] += lines
+            else:
+                events.append((_first_line(block, host, dev, rest), _NEWCONN, (key, lines)))
+        return True
+
+    def _conn_line(self, block: bytes, start: int, msg: bytes, tail: bytes, new: dict, events: list) -> None:
+        """One connection record read on its own (its line start, message and prefix)."""
+        if channel.VIA in msg and b"NCCL" not in tail and b" NCCL " not in msg:
+            place = self.places.get(tail)
+            if place is None:
+                if len(self.places) >= CACHE_LIMIT:
+                    self.places.clear()
+                place = self.places[tail] = channel.place(tail)
+            key = (place, msg[msg.find(b" : ") + 3 :][: channel.KEY_LIMIT])
+            entry = self.state.conn_raw.get(key)
+            if entry is not None:
+                entry[0] += 1
+            elif key in new:
+                new[key][0] += 1
+            else:
+                new[key] = [1, start]
+        elif b"NCCL" in tail or b" NCCL " in msg or _torn(msg):
+            events.append((start, _GENERAL, None))  # several records, a line cut before "via"
 
     def _worth(self, msg: bytes) -> bool:
         """Is an INFO message (not a connection line) worth the grammar? Cached per message."""
@@ -405,6 +458,18 @@ def _plain_who(tail: bytes) -> prefix.Record | None:
     if host[:1].isdigit() or _HOST_STOP.search(host) or not host.isascii():
         return None  # a timestamp, decorations or odd bytes: the grammar decides
     return prefix.Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")
+
+
+def _first_line(block: bytes, host: bytes, dev: bytes, rest: bytes) -> int:
+    """Where the first plain-prefixed connection line of ``host`` [``dev``] ending in ``rest`` starts."""
+    needle, place = b" : " + rest + _NL, b" [" + dev + b"] NCCL INFO "
+    at = block.find(needle)
+    while at >= 0:
+        start = block.rfind(_NL, 0, at) + 1
+        if block.startswith(host + b":", start) and block.find(place, start, at) > 0:
+            return start
+        at = block.find(needle, at + 1)
+    return 0  # not reached: the line was found by the same pattern
 
 
 def _torn(msg: bytes) -> bool:

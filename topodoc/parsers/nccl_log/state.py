@@ -86,6 +86,8 @@ class LogState:
     # (the error table folds them across ranks once numbers are masked; a desync needs them per rank)
     watchdog: dict[str, list] = field(default_factory=dict)
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
+    # link layer a verbs GID proves ("RoCE": an IPv4-mapped or MAC-derived GID in a NET/IB line) -> first line
+    gid_layers: dict[str, Evidence] = field(default_factory=dict)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
     procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
     conns_dropped: int = 0  # connection lines with a key past the connection-table limit

@@ -13,6 +13,7 @@ printed no WARN has its chain judged alone.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from dataclasses import replace
 
@@ -62,6 +63,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
     found = _unless_fallback(_errors(state, versions, env, plugins, chosen), transport, nnodes or nodes_min)
+    found = _one_node_needs_no_net(found, nnodes)
     host_versions, wording_mismatch, version_notes = infer.versions(state)
     if wording_mismatch is not None and len(versions) <= 1:
         found = tuple(sorted(found + (wording_mismatch,), key=lambda e: (e.file, e.line)))
@@ -262,8 +264,8 @@ def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]
     names = set(state.host_lines) | set(index.conns) | set(index.ranks) | set(index.tests)
     out = []
     for name in sorted(n for n in names if n):
-        boot = {d.address for d in index.role(name, "bootstrap")}
-        oob = {d.address for d in index.role(name, "oob")}
+        boot = {d.address for d in index.role(name, "bootstrap") if _is_ip(d.address)}
+        oob = {d.address for d in index.role(name, "oob") if _is_ip(d.address)}
         machines = len((boot or oob) | set(state.ray_ips.get(name, {})))
         out.append(HostSummary(
             name=name, machines=max(1, machines),
@@ -275,6 +277,15 @@ def _hosts(state: LogState, index: _HostIndex, ranks) -> tuple[HostSummary, ...]
             gdr=_host_gdr(index.conns.get(name, ())),
         ))
     return tuple(out)
+
+
+def _is_ip(address: str | None) -> bool:
+    """A real address (a typo such as ``10.10.10..2`` in a pasted line is no second machine)."""
+    try:
+        ipaddress.ip_address((address or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _world(ranks) -> int:
@@ -432,6 +443,15 @@ def _unless_fallback(found: tuple[LogError, ...], transport: str | None, nodes: 
     if transport != "Socket" or (nodes or 1) < 2:
         return found
     return tuple(replace(e, benign=False) if e.benign and e.category == "no_net_device" else e for e in found)
+
+
+def _one_node_needs_no_net(found: tuple[LogError, ...], nnodes: int | None) -> tuple:
+    """A proven single-node job needs no network: a network device missing there (``Failed to open
+    libibverbs``, ``NET/IB : No device found``) is benign, whatever the catalogue says of it elsewhere."""
+    if nnodes != 1:
+        return found
+    return tuple(replace(e, benign=True) if e.category == "no_net_device" and not e.benign else e
+                 for e in found)
 
 
 def _error(entry) -> LogError:
