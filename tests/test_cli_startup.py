@@ -68,6 +68,21 @@ def test_logs_json_on_a_one_line_log_loads_no_machine_model_probe_regex_or_rich(
     assert others == set(), "only the command asked for is imported"
 
 
+def test_diagnose_from_a_recording_loads_no_log_model_or_log_parsers(tmp_path):
+    """Without logs, ``diagnose --from`` needs the machine model and the rules, not the log side (the rules
+    name the log model in annotations only)."""
+    env = _env(tmp_path / "cache")
+    first, _ = _imported(["diagnose", "--from", "example:dgx-a100-degraded-acs", "--json"], env)
+    run, names = _imported(["diagnose", "--from", "example:dgx-a100-degraded-acs", "--json"], env)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    assert json.loads(run.stdout) == json.loads(first.stdout)
+    assert json.loads(run.stdout)["findings"], "the degraded example has findings"
+    assert "topodoc.rules.registry" in names and "topodoc.model" in names
+    log_side = ("topodoc.logmodel", "topodoc.parsers", "topodoc.catalogue")
+    assert {n for n in names if n.startswith(log_side)} == set()
+    assert names & {"regex", "rich", "tomllib"} == set()
+
+
 def test_the_catalogue_is_parsed_once_then_read_from_the_cache(tmp_path):
     log = tmp_path / "one.log"
     log.write_text(_first_version_line())
