@@ -168,3 +168,61 @@ ANSI_ALPHABET = st.sampled_from(list("\x1b[]m04;?A\x07\\\nx "))
 def test_strip_ansi_is_the_one_pattern_whatever_the_precheck(text):
     """The plain-``re`` precheck that spares most text the ``regex`` compiler never changes the result."""
     assert inputs.strip_ansi(text) == regex.sub(inputs._ANSI_PATTERN, "", text)
+
+
+_WORD = st.text(alphabet="ABNOSUVXY0123456789,-./:", max_size=7)  # what matrices hold
+_PLAIN = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=7)  # '[', spaces
+_TEXT = st.integers(0, 19).flatmap(  # one in 20: '[', spaces, wide or control characters (rich prints those)
+    lambda k: _WORD if k else st.one_of(_PLAIN, st.text(max_size=4)))
+_KNOWN = st.sampled_from(["X", "NV12", "NV4", "PIX", "PXB", "PHB", "NODE", "SYS", "OK"])
+_CELL = st.one_of(st.none(), _KNOWN, _TEXT)
+
+
+@st.composite
+def _matrices(draw):
+    from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
+
+    names = draw(st.lists(st.text(alphabet="GPUNICmlx_0123456789", min_size=1, max_size=7), min_size=1,
+                          max_size=6, unique=True))
+    split = draw(st.integers(0, len(names)))
+    gpus = tuple(MatrixGpu(n, draw(st.none() | _TEXT), draw(st.none() | _TEXT), draw(st.none() | _TEXT))
+                 for n in names[:split])
+    nics = tuple(MatrixNic(n) for n in names[split:])
+    rows = draw(st.lists(st.sampled_from(names), unique=True))
+    links = {row: {col: cell for col in names if (cell := draw(_CELL)) is not None} for row in rows}
+    return ConnectionMatrix(kind=draw(st.sampled_from(["topo", "p2p"])), gpus=gpus, nics=nics, links=links)
+
+
+def _rich_table(matrix) -> str:
+    import io
+
+    from rich.console import Console
+
+    from topodoc.report import topo
+
+    out = io.StringIO()
+    Console(file=out, force_terminal=False, width=10_000, highlight=False).print(topo._table(matrix))
+    return out.getvalue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(_matrices())
+def test_the_plain_matrix_table_is_what_rich_prints(matrix):
+    """``topo`` without colour prints the matrix table itself (rich's per-cell rendering was half of
+    ``topo --from``); where it does, the text is rich's to the byte."""
+    from topodoc.report import topo
+
+    plain = topo._plain_table(*topo._grid(matrix))
+    if plain is not None:
+        assert plain == _rich_table(matrix)
+
+
+def test_the_plain_table_is_used_for_a_real_matrix():
+    from topodoc.parsers.smi_topo import parse
+    from topodoc.report import topo
+
+    paste = Path(__file__).resolve().parent.parent / "fixtures" / "topo" / "ansi-h200-nv18-4nic.txt"
+    matrix = parse(inputs.strip_ansi(paste.read_text()))
+    plain = topo._plain_table(*topo._grid(matrix))
+    assert plain is not None and plain == _rich_table(matrix)
+    assert " GPU0    X     NV18" in plain
