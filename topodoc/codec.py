@@ -27,10 +27,20 @@ class CodecError(ValueError):
     """The JSON does not describe a model object of the expected shape or schema."""
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # exact types: an Enum of str is not one
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass -> its field names, looked up once per class
+
+
 def to_data(obj: Any) -> Any:
     """Model object -> plain JSON-able data (dicts, lists, str, int, float, bool, None)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    kind = type(obj)
+    if kind in _SCALARS:
+        return obj
+    names = _FIELD_NAMES.get(kind)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
+        return {name: to_data(getattr(obj, name)) for name in names}
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, dict):
