@@ -16,12 +16,14 @@ in 8 MiB blocks of whole lines, and prints each as a multiple of grep's CPU (the
   is in every few bytes: a literal led by ``N`` is several times cheaper);
 - ``findall-nl``: the same lines with their prefix, the pattern led by ``\\n`` (tried at every line start);
 - ``reverse``: ``block[::-1]`` (what reading prefixes with a literal-led pattern on reversed text costs);
-- ``split+plan``: today's bulk sorting (``block.split`` and :func:`~topodoc.parsers.nccl_log.plan.plan`);
-- ``C-bulk``: the same sorting done by C passes only (the issue's prototype, completed with the prefixes
-  the connection keys need): lines with two records counted by one ``findall`` (a block holding one is
-  left to the reader), trees/ring orders/collective calls cut by one ``subn``, connection lines counted
-  by a ``Counter`` of (prefix, text) pairs -- the texts by a literal-led ``findall``, the prefixes by a
-  literal-led ``findall`` on the reversed block -- and cut, and the rest split and planned;
+- today's scanner (:mod:`topodoc.parsers.nccl_log.scan`), pass by pass: ``gates`` (one ``bytes.find`` per
+  gate word of :mod:`topodoc.catalogue.gates`), ``records`` (the one literal-led ``finditer`` over every
+  ``NCCL`` but trees, ring orders and connection lines), ``channel-fold`` (connection lines: the block
+  split on the marker, (prefix, text) pairs counted in a ``Counter``);
+- ``C-bulk``: a sorting done by C passes only (the issue's prototype, completed with the prefixes the
+  connection keys need): lines with two records counted by one ``findall``, trees/ring orders/collective
+  calls cut by one ``subn``, connection lines counted by a ``Counter`` of (prefix, text) pairs -- the
+  texts by a literal-led ``findall``, the prefixes by one on the reversed block;
 - ``analyze``: the whole analyzer in this process (``--src`` picks the tree), without interpreter start.
 """
 
@@ -67,7 +69,8 @@ def blocks(paths: list[str]):
                 yield carry + b"\n"
 
 
-def c_bulk(block: bytes, plan) -> object:
+def c_bulk(block: bytes) -> object:
+    """The issue's prototype of a C-only sorting, completed with the prefixes connection keys need."""
     info = block.count(b" NCCL INFO ")
     if block.count(b"NCCL INFO ") != info or len(_LINE.findall(block)) != info:
         return None  # a line holding two records: the reader's way
@@ -76,9 +79,16 @@ def c_bulk(block: bytes, plan) -> object:
     prefixes = _CHANNEL_REVERSED.findall(rest[::-1])
     if len(texts) != len(prefixes):
         return None
-    counts = Counter(zip(reversed(prefixes), texts, strict=True))
-    rest, _cut = _CHANNEL_CUT.subn(b"", rest)
-    return counts, plan(rest.split(b" NCCL INFO "), False)
+    return Counter(zip(reversed(prefixes), texts, strict=True))
+
+
+def _channel_fold(block: bytes) -> Counter:
+    """Today's scanner's connection fold (scan.Scanner._connections): split on the marker, pair each
+    line's prefix with its text after the channel number, count the pairs."""
+    pieces = block.split(b" NCCL INFO Channel ")
+    tails = [p[p.rfind(b"\n") + 1 :] for p in pieces[:-1]]
+    rests = [p[p.find(b" : ", 0, 16) + 3 : p.find(b"\n")] for p in pieces[1:]]
+    return Counter(zip(tails, rests, strict=True))
 
 
 def cpu(work: Callable[[], object]) -> float:
@@ -109,10 +119,14 @@ def passes(paths: list[str]) -> dict[str, float]:
     out["findall-N"] = cpu(each(_CHANNEL_N.findall)) - out["read"]
     out["findall-nl"] = cpu(each(_CHANNEL_NL.findall)) - out["read"]
     out["reverse"] = cpu(each(lambda b: b[::-1])) - out["read"]
-    from topodoc.parsers.nccl_log.plan import plan
+    from topodoc.catalogue.gates import scan_gates
+    from topodoc.parsers.nccl_log import scan
 
-    out["split+plan"] = cpu(each(lambda b: plan(b.split(b" NCCL INFO "), False))) - out["read"]
-    out["C-bulk"] = cpu(each(lambda b: c_bulk(b, plan))) - out["read"]
+    gates = scan_gates()
+    out["gates"] = cpu(each(lambda b: [b.find(g) for g in gates])) - out["read"]
+    out["records"] = cpu(each(lambda b: [m.start() for m in scan._NCCL.finditer(b)])) - out["read"]
+    out["channel-fold"] = cpu(each(_channel_fold)) - out["read"]
+    out["C-bulk"] = cpu(each(c_bulk)) - out["read"]
     return out
 
 

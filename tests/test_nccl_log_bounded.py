@@ -59,7 +59,7 @@ def test_extra_literals_send_their_lines_to_the_full_grammar():
         b"kernel: mlx5_core 0000:3b:00.0: port module event: cable unplugged\n"  # no NCCL keyword at all
     )
     plain = _analyze(data)
-    assert (plain.summary.hosts, plain.errors) == (("node-a",), ())
+    assert (plain.summary.hosts, plain.errors) == (("node-a", "node-b"), ())  # hosts: every prefixed line
     found = analyze([("job.log", io.BytesIO(data))], extra_literals=["peer said nothing", "cable unplugged"])
     assert found.summary.hosts == ("node-a", "node-b")
     assert [(e.line, e.category) for e in found.errors] == [(3, "other")]

@@ -79,16 +79,12 @@ def test_a_missing_network_device_stays_an_error_when_the_node_count_is_unknown(
     assert [e.signature for e in s.errors] == ["ibverbs-open-failed"]
 
 
-@pytest.mark.xfail(strict=True, reason="prefix.py does not read aws-ofi-nccl's own test-binary lines "
-                   "('INFO: Function: ofi_init Line: 686: NET/OFI Selected Provider is efa'); for the lead")
 def test_aws_ofi_nccl_standalone_test_lines_are_read():
     """aws-ofi-nccl#22: the plugin's nccl_message_transfer test prints its own prefix, not NCCL's."""
     s = analyze([str(REAL / "ofi-standalone-test-couldnt-open-av.log")], catalogue.scan_literals()).summary
     assert s.transport == "EFA"
 
 
-@pytest.mark.xfail(strict=True, reason="scan.py drops 'CUDA Dev 0[3], Socket NIC distance :  SYS' (NCCL "
-                   "2.3/2.4 names the network in use there; no 'Using network' line then); for the lead")
 def test_nccl_2_4_nic_distance_line_names_the_network():
     """NVIDIA/nccl#268: NCCL 2.4 prints '<net> NIC distance' for the network it uses."""
     log = REAL / "socket-message-truncated-2-4-horovod-tf.log"
@@ -122,9 +118,6 @@ def test_a_warn_from_the_tcpx_data_path_names_the_transport():
     assert s.transport == "TCPX" and {e.signature for e in s.errors} == {"tcpx-ctrl-timeout"}
 
 
-@pytest.mark.xfail(strict=True, reason="scan.py drops topology records ('node-a:737:737 [0] NCCL INFO === "
-                   "System : maxBw ...') before noting the host: hosts should come from every prefixed line; "
-                   "for the lead")
 def test_hosts_come_from_every_prefixed_line():
     s = analyze([str(REAL / "ray-vllm-2-21-topology.log")], catalogue.scan_literals()).summary
     assert s.hosts == ("node-a",)

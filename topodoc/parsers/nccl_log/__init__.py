@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
+from topodoc.parsers.nccl_log import parallel
 from topodoc.parsers.nccl_log.scan import Scanner
 from topodoc.parsers.nccl_log.state import LogState
 from topodoc.parsers.nccl_log.summary import build
@@ -53,9 +54,16 @@ def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogA
     the scanner looks for; any other line holding one is read as an error line (classified by
     :func:`.errors.classify`, like a PyTorch or CUDA error line). Connection lines and the records the
     fast path drops (collective calls, trees, ring orders) are never searched for them."""
-    state = LogState()
-    extra = tuple(extra_literals)
-    stats = [_scan_input(state, item, extra) for item in inputs]
+    items, extra = list(inputs), tuple(extra_literals)
+    names = [item[0] if isinstance(item, tuple) else "<stdin>" if item == "-" else item for item in items]
+    units = parallel.plan(items)
+    jobs = parallel.pool_size(units)
+    if jobs > 1:
+        _check_readable(names)
+        results = parallel.run(units, jobs, extra)
+    else:
+        results = _read_here(units, items, extra)
+    state, stats = parallel.merge(results, names) if results else (LogState(), [])
     if not any(s.nccl_lines for s in stats):
         names = ", ".join(s.name for s in stats) or "no input"
         raise NoNcclLinesError(f"no NCCL lines found in {names}")
@@ -116,6 +124,32 @@ def _utf16(head: bytes) -> str | None:
     if pairs >= 8 and head[1::2].count(0) >= pairs * 0.9 and head[0::2].count(0) == 0:
         return "utf-16-le"
     return None
+
+
+def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> list:
+    """Every unit read by this process, each into its own state (as the workers would)."""
+    results, before = [], None
+    for unit in units:
+        if unit.path is None:
+            state = LogState()
+            results.append((unit.index, state, _scan_input(state, items[unit.index], extra)))
+            continue
+        try:
+            result = parallel.read(unit, extra, before if unit.start else None)
+        except OSError as err:
+            raise LogInputError(f"{unit.path}: {err.strerror or type(err).__name__}") from err
+        before = parallel.after(result[2], result[1])
+        results.append(result)
+    return results
+
+
+def _check_readable(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as err:
+            raise LogInputError(f"{path}: {err.strerror or type(err).__name__}") from err
 
 
 def analyze_text(text: str, name: str = "<text>") -> LogAnalysis:

@@ -40,14 +40,16 @@ _KV = re.compile(
     r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
 )
 _OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
+_OFI_TEST_NET = re.compile(r"NCCLNet device used on \S{1,255} is ([\w ]{1,64}?)\.?$")
 _OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
 _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
 _COMM = re.compile(r"\bcomm (\S+)")
 _NNODES = re.compile(r"\bnNodes (\d{1,9})\b")
+_NIC_DISTANCE = re.compile(r"CUDA Dev \d{1,6}\[\d{1,6}\], (\w{1,32}) NIC distance")
 _STAGE = re.compile(r"- Init (START|COMPLETE)|- (Destroy|Abort) COMPLETE")
 _CHAIN = re.compile(r"^\S+:\d+ -> (\d+)")
-_ERROR_WORDS = {"NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
+_ERROR_WORDS = {"CUDA", "NET/IB", "NET/OFI", "NET/Plugin", "P2P", "Failed", "NET/Socket", "Bootstrap"}
 # INFO wordings that only the word-level fallbacks of errors.py explain (the catalogue is asked first anyway)
 _INFO_ERROR_KEYS = (
     "No device found", "No eligible providers", "Affinity for GPU", "Could not enable P2P",
@@ -128,10 +130,12 @@ def handle(state: LogState, rec: Record, ev: Evidence) -> None:
         handler(state, rec, ev)
     elif " -> " in msg[:60]:
         _chain(state, rec, ev)
-    noted = False
+    noted = None
     if rec.level == "INFO" and handler not in _FACT_ONLY:
         noted = _info_finding(state, rec, ev, msg, handler is None or word in _ERROR_WORDS)
-    if rec.level == "INFO" and handler in _REPEATABLE and not noted:
+        if noted is not None and handler in _PER_HOST:
+            state.host_finding(rec.host, msg, noted)
+    if rec.level == "INFO" and handler in _REPEATABLE and noted is None:
         state.quiet_line(rec.host, msg)
 
 
@@ -148,10 +152,10 @@ def _inference_facts(state: LogState, rec: Record, proc: tuple, ev: Evidence) ->
         infer.note_watchdog(state, rec.msg, ev)
 
 
-def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> bool:
+def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_error: bool) -> tuple | None:
     """An INFO line is a finding only when the failure catalogue knows it (a failure or a benign line
-    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain; ``True`` when
-    it was one."""
+    users chase), or it holds one of the few INFO wordings the built-in fallbacks explain; the finding's
+    key when it was one."""
     verdict = errors.catalogued(msg, ev.text)
     if verdict is None and maybe_error and any(k in msg for k in _INFO_ERROR_KEYS):
         verdict = errors.lookup(msg, ev.text)
@@ -159,7 +163,8 @@ def _info_finding(state: LogState, rec: Record, ev: Evidence, msg: str, maybe_er
         key = _note(state, rec, ev, msg, verdict)
         if verdict.benign:
             state.note_benign((rec.host, rec.pid), key, ev)
-    return verdict is not None
+        return key
+    return None
 
 
 _OTHER = errors.Verdict("other", "NCCL printed a warning; read it with the lines around it.")
@@ -217,6 +222,14 @@ def _network(state: LogState, name: str, ev: Evidence) -> None:
         entry[0] += 1
 
 
+def _nic_distance(state: LogState, rec: Record, ev: Evidence) -> None:
+    """NCCL 2.3-2.4's ``CUDA Dev 0[3], Socket NIC distance :  SYS``: printed for the network in use
+    (those releases print no ``Using network`` line), REFERENCE.md §1.4."""
+    found = _NIC_DISTANCE.match(rec.msg)
+    if found:
+        _network(state, found[1], ev)
+
+
 def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
     found = _BOOTSTRAP.search(rec.msg)
     if found:
@@ -258,6 +271,9 @@ def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
     _note_plugin(state, rec, ev)
+    used = _OFI_TEST_NET.search(rec.msg)  # aws-ofi-nccl's test binaries name the network they run on
+    if used:
+        _network(state, used[1], ev)
     found = _OFI_PROVIDER.search(rec.msg)
     if found:
         state.ofi.setdefault("provider", (found[1], ev))
@@ -393,7 +409,8 @@ _REPEATABLE = {_using, _connected, _nvls, _collnet, _gdr_line, _cuda_driver}
 # a host repeating one of these lines tells nothing new
 _PER_HOST = {_bootstrap, _net_ib, _net_socket, _net_ofi, _plugin, _cuda_driver}
 _BY_WORD = {
-    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "Using": _using, "Bootstrap": _bootstrap,
+    "NCCL": _version, "cudaDriverVersion": _cuda_driver, "CUDA": _nic_distance, "Using": _using,
+    "Bootstrap": _bootstrap,
     "NET": _bootstrap, "NET/IB": _net_ib, "NET/Socket": _net_socket, "NET/OFI": _net_ofi,
     "NET/Plugin": _plugin, "Initialized": _plugin, "Assigned": _plugin, "Failed": _plugin, "P2P": _plugin,
     "TUNER/Plugin": _plugin, "PROFILER/Plugin": _plugin, "ENV/Plugin": _plugin, "Plugin": _plugin,

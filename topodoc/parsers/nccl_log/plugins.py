@@ -258,3 +258,24 @@ def _fallback_text(plugin: PluginInfo, used: str) -> str:
     return (f"{head}; NCCL silently used {used} instead. Check that the plugin's devices are visible "
             "(/dev/infiniband in containers, the EFA/RDMA drivers, its provider libraries) and set NCCL_NET "
             "to the plugin's network name so a fallback fails loudly instead of running slowly.")
+
+
+def merge(rows: dict, later: dict) -> None:
+    """Fold ``later`` (the rows of a later part of the input, read by another process) into ``rows``, as
+    if its lines had been read after them."""
+    for row_key, row in later.items():
+        mine = rows.get(row_key)
+        if not isinstance(row, PluginRow) or mine is None:
+            rows[row_key] = row if mine is None or not isinstance(row, PluginRow) else mine
+            continue
+        if row.strength == PROBE_FAILED and mine.strength < LOADED:
+            mine.failure = row.failure or mine.failure  # of several symbol probes the last one is the verdict
+        else:
+            mine.failure = mine.failure or row.failure
+        if row.strength > mine.strength:
+            mine.strength = row.strength
+            if row.strength >= LOADED and mine.library is None and mine.name.endswith(".so"):
+                mine.name = row.name
+        for name in ("version", "api", "library", "detail"):
+            if getattr(mine, name) is None and getattr(row, name) is not None:
+                setattr(mine, name, getattr(row, name))

@@ -2,7 +2,8 @@
 
 NCCL prints ``HOST:PID:TID [CUDADEV] NCCL INFO <msg>`` (REFERENCE.md §1.1); WARN lines add
 ``FILE:LINE [(FUNC)]`` before ``NCCL WARN`` and, from 2.26, a ``[YYYY-MM-DD HH:MM:SS]`` timestamp;
-NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; the version line may be bare; users paste lines with the
+NCCL 2.1 prints ``[0] INFO`` without ``NCCL``; aws-ofi-nccl's test binaries ``INFO: Function: f Line: n:
+NET/OFI ...``; the version line may be bare; users paste lines with the
 prefix trimmed (``NCCL INFO Using network IB``): a record with no host, pid or device. Launchers add their own
 decoration in front: ``[rank3]:`` (torchrun), ``0: `` (``srun --label``), ``[1,7]<stdout>:`` (mpirun
 ``--tag-output``), ``host: `` (pdsh), ``(RayWorkerWrapper pid=..., ip=...)`` (Ray), CloudWatch
@@ -33,6 +34,10 @@ _OLD_RECORD = re.compile(r"^\s*\[(?P<dev>\d{1,6})\] (?:NCCL )?(?P<level>INFO|WAR
 # of the line (after a launcher's rank label at most)
 _TRIMMED = re.compile(
     r"^\s{0,16}(?:\[rank\d{1,6}\]:\s{0,4}|\d{1,6}:\s{1,4})?NCCL (?P<level>INFO|WARN) (?P<msg>.*)"
+)
+# aws-ofi-nccl's own test binaries (nccl_message_transfer, ring) print through their own logger
+_OFI_TEST = re.compile(
+    r"^\s{0,16}(?P<level>INFO|WARN): Function: \S{1,128} Line: \d{1,9}: (?P<msg>NET/OFI .*)"
 )
 _CALL = re.compile(rf"{_HOST}(?P<pid>\d{{1,12}}):(?P<tid>\d{{1,20}}) NCCL CALL (?P<msg>.*)")
 _BARE_VERSION = re.compile(r"NCCL version \d+\.\d+\.\d+\S*\+cuda")
@@ -91,6 +96,9 @@ def _split_rare(text: str) -> Record | None:
     old = _OLD_RECORD.search(text)
     if old:
         return Record(None, None, int(old["dev"]), old["level"], old["msg"].rstrip())
+    ofi = _OFI_TEST.match(text)
+    if ofi:
+        return Record(None, None, None, ofi["level"], ofi["msg"].rstrip())
     trimmed = _TRIMMED.match(text)
     if trimmed:
         return Record(None, None, None, trimmed["level"], trimmed["msg"].rstrip())

@@ -44,15 +44,15 @@ _NL = b"\n"
 # every "NCCL" except INFO records with nothing to learn: trees, ring orders ("Ring 00 : 3 -> 0 -> 1"),
 # patterns, NVLS heads, and records that start with a space (ring listings); literal-led, so the engine
 # jumps from one "NCCL" to the next in C
-_NCCL = re.compile(rb"NCCL(?! INFO (?:Tree|Pattern |Ring \d|Channel \d|NVLS Head| ))")
-# connection lines (and ring orders, channel listings): counted apart, see Scanner._connections; a line
-# whose prefix is plain "host:pid:tid [dev]" (nearly every line of a big log) is folded without Python
-_CONN_PLAIN = re.compile(
-    rb"\n([^\s:\[\]|()\x1b]{1,255}):\d{1,12}:\d{1,20} \[(\d{1,6})\] NCCL INFO "
-    rb"(?:Channel|Ring) \d{1,4}(?:/\d{1,4})? : ([^\n]*)"
+_NCCL = re.compile(
+    rb"NCCL(?! INFO (?:Tree|Pattern |Ring \d{1,4} : \d{1,9} -> \d{1,9} -> |Channel \d|NVLS Head| ))"
 )
-_CONN_ANY = re.compile(rb"NCCL INFO (?:Channel|Ring) \d")
-_CONN_MARKS = (b" NCCL INFO Channel ", b" NCCL INFO Ring ")
+# connection lines ("Channel 02/1 : 3[3] -> 11[3] via NET/IB/1/GDRDMA", and channel listings) are
+# counted apart, see Scanner._connections; NCCL <= 2.6's "Ring 00 : 0[0] -> 1[1] via ..." connection lines
+# are read one by one (old logs are small), its ring orders dropped with trees
+_CHANNEL = b" NCCL INFO Channel "
+_CONN_ANY = re.compile(rb"NCCL INFO Channel \d")
+
 _CONN_HEADS = (b"Chan", b"Ring")
 # collective calls logged with NCCL_DEBUG_SUBSYS=COLL ("AllReduce: opCount 3f sendbuff ...")
 _COLL_HEADS = frozenset(
@@ -64,15 +64,20 @@ _WANTED_START = (
     b"NCCL", b"cudaDriverVersion", b"Using ", b"NET :", b"rank ", b"Bootstrap", b"NET/", b"Initialized",
     b"Assigned", b"Failed", b"P2P", b"GPU Direct", b"Connected", b"NVLS comm", b"NVLS Created", b"CollNet",
     b"comm ", b"nccl", b"[Rank", b"OFI_NCCL_", b"FI_", b"Could", b"Setting affinity", b"TUNER/", b"PROFILER/",
-    b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB",
+    b"ENV/", b"Plugin Path", b"No network plugin", b"Initializing network", b"Net/IB", b"CUDA Dev ",
 )
 _WANTED_ANYWHERE = re.compile(
     rb"^[^\s:]{1,255}:\d{1,9} -> \d|Affinity for GPU|[Tt]imed out|Connection closed"
 )
+# gates for lines that only pastes and the head of an output hold (connection lines quoted without their
+# prefix; nccl-tests' rank rows, printed before its first NCCL init): looked for in an input's first
+# PASTE_BYTES only, each gate being one more pass over every block of a big log
+_PASTE_GATES = (b"] via ", b" Pid ", b"NET/OFI")  # the last: aws-ofi-nccl's test binaries (own prefix)
+PASTE_BYTES = 8 << 20
 # NCCL 2.1's "[0] INFO" / "[0] WARN" lines: searched for only while an input has shown no " NCCL INFO "
 _OLD_GATES = (b"] INFO ", b"] WARN ")
 # event kinds of the ordered walk over a block's visited lines
-_GENERAL, _RECORD, _NEWCONN, _COLL = 0, 1, 2, 3
+_GENERAL, _RECORD, _NEWCONN, _COLL, _HOST = 0, 1, 2, 3, 4
 _TESTS_RANK = re.compile(
     r"#\s{1,64}Rank\s{1,64}(\d{1,9})\s{1,64}(?:Group\s{1,64}\d{1,9}\s{1,64})?Pid\s{1,64}(\d{1,12})\s{1,64}on\s{1,64}"
     r"(\S{1,255})\s{1,64}device\s{1,64}(\d{1,6})"
@@ -105,7 +110,8 @@ class Scanner:
         self.extra_text = tuple(e.decode("utf-8") for e in self.extra)
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
         own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
-        self.gates = scan_gates() + own
+        self.gates = scan_gates() + own + (b"NET/OFI",)
+        self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
@@ -114,6 +120,7 @@ class Scanner:
             if block:
                 self._block(block)
         self._flush_pending()
+        self.state.info_seen = self.state.info_seen or self.seen_info
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
     # -- one block ------------------------------------------------------------------------------------
@@ -125,7 +132,7 @@ class Scanner:
         colls: dict[bytes, list] = {}
         self._connections(block, events)
         self._records(block, events, colls)
-        self._gated(block, events, self.gates, len(block))
+        self._gated(block, events, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block))
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
             first = block.find(_INFO)
             until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
@@ -168,20 +175,25 @@ class Scanner:
                 worth = self._worth(msg)
             if worth or b"NCCL" in tail or b" NCCL " in msg:
                 events.append((start, _RECORD, (tail, msg)))
+            elif tail not in self.whos:  # a prefix not met yet: its host counts even if the line is dropped
+                events.append((start, _HOST, tail))
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
 
     def _connections(self, block: bytes, events: list) -> None:
-        """The block's connection lines: folded in C (one ``findall``, one ``Counter``) when every one of
-        them has a plain prefix, else read line by line (:meth:`_conn_line`)."""
-        total = block.count(_CONN_MARKS[0]) + block.count(_CONN_MARKS[1])
-        if not total:
+        """The block's ``Channel`` lines, folded in C: the block split on the marker, each line's prefix
+        (the end of the piece before) and text (the start of the piece after) paired and counted in a
+        ``Counter``, then read once per distinct pair. A block holding a glued or torn one is read line by
+        line instead (:meth:`_conn_line`)."""
+        if _CHANNEL not in block:
             return
-        found = _CONN_PLAIN.findall(block)
-        first = _CONN_PLAIN.match(b"\n" + block[: block.find(_NL)])  # the first line has no newline before it
-        if first is not None:
-            found.append(first.groups())
-        if len(found) == total and self._fold_conns(block, Counter(found), events):
+        pieces = block.split(_CHANNEL)
+        tails = [p[p.rfind(_NL) + 1 :] for p in pieces[:-1]]
+        # the text after "NN/N : " (the channel number left out, so a rank's 32 channels to a peer fold)
+        # (b"\0" where the line holds no " : " or goes on to another record: read line by line then)
+        rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
+                 for p in pieces[1:]]
+        if self._fold_conns(block, Counter(zip(tails, rests, strict=True)), events):
             return
         new: dict[tuple[bytes, bytes], list] = {}
         rfind, find = block.rfind, block.find
@@ -195,21 +207,27 @@ class Scanner:
             events.append((start, _NEWCONN, (key, count)))
 
     def _fold_conns(self, block: bytes, counts: Counter, events: list) -> bool:
-        """Add the folded lines ``(host, dev, text after "Channel NN/N : ")`` -> lines; ``False`` (and
-        nothing added) when one of them needs the grammar (a glued or torn line, an odd host)."""
-        for (host, _dev, rest), _n in counts.items():
-            if b"NCCL" in rest or not host.isascii() or (channel.VIA not in rest and rest.count(b"->") == 1):
+        """Add the folded lines ``(prefix, text after "Channel ")`` -> lines; ``False`` (and nothing
+        added) when one of them needs the grammar: a line holding two records, a line cut before "via",
+        a prefix-less or odd one."""
+        for (tail, rest), _n in counts.items():
+            if not tail or rest == b"\0" or b"NCCL" in tail or b" NCCL " in rest or _torn(rest):
                 return False
-        conns = self.state.conn_raw
-        for (host, dev, rest), lines in counts.items():
+        conns, places = self.state.conn_raw, self.places
+        for (tail, rest), lines in counts.items():
             if channel.VIA not in rest:
-                continue  # ring orders and channel listings: nothing to learn
-            key = (b"%s [%d]" % (host, int(dev)), rest[: channel.KEY_LIMIT])
+                continue  # channel listings: nothing to learn
+            place = places.get(tail)
+            if place is None:
+                if len(places) >= CACHE_LIMIT:
+                    places.clear()
+                place = places[tail] = channel.place(tail)
+            key = (place, rest[: channel.KEY_LIMIT])
             entry = conns.get(key)
             if entry is not None:
                 entry[0] += lines
             else:
-                events.append((_first_line(block, host, dev, rest), _NEWCONN, (key, lines)))
+                events.append((_first_line(block, tail, rest), _NEWCONN, (key, lines)))
         return True
 
     def _conn_line(self, block: bytes, start: int, msg: bytes, tail: bytes, new: dict, events: list) -> None:
@@ -327,6 +345,10 @@ class Scanner:
             self._info(number, data[0], data[1], raw)
         elif kind == _NEWCONN:
             self._add_conn(data[0], data[1], Evidence(self.name, number, _text(raw)))
+        elif kind == _HOST:
+            who = self._who(data)
+            if who is not None and who.host not in self.state.host_lines:
+                self.state.host_lines[who.host] = Evidence(self.name, number, _text(raw))
         else:
             proc, count, op = data
             entry = self.state.colls.get(proc)
@@ -460,16 +482,15 @@ def _plain_who(tail: bytes) -> prefix.Record | None:
     return prefix.Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")
 
 
-def _first_line(block: bytes, host: bytes, dev: bytes, rest: bytes) -> int:
-    """Where the first plain-prefixed connection line of ``host`` [``dev``] ending in ``rest`` starts."""
-    needle, place = b" : " + rest + _NL, b" [" + dev + b"] NCCL INFO "
-    at = block.find(needle)
+def _first_line(block: bytes, tail: bytes, rest: bytes) -> int:
+    """Where the block's first line ``tail`` `` NCCL INFO Channel NN/N : `` ``rest`` starts."""
+    head, end = tail + _CHANNEL, b" : " + rest
+    at = block.find(head)
     while at >= 0:
-        start = block.rfind(_NL, 0, at) + 1
-        if block.startswith(host + b":", start) and block.find(place, start, at) > 0:
-            return start
-        at = block.find(needle, at + 1)
-    return 0  # not reached: the line was found by the same pattern
+        if (at == 0 or block[at - 1] == _NL[0]) and block[at : block.find(_NL, at)].endswith(end):
+            return at
+        at = block.find(head, at + 1)
+    return 0  # not reached: the pair came from this block
 
 
 def _torn(msg: bytes) -> bool:

@@ -88,11 +88,19 @@ class LogState:
     ray_ips: dict[str, dict[str, Evidence]] = field(default_factory=dict)
     # link layer a verbs GID proves ("RoCE": an IPv4-mapped or MAC-derived GID in a NET/IB line) -> first line
     gid_layers: dict[str, Evidence] = field(default_factory=dict)
+    info_seen: bool = False  # an " NCCL INFO " record was read (NCCL 2.1's "[0] INFO" form is off after it)
     ranks_dropped: int = 0  # Init lines past the rank-table limit
     procs_dropped: int = 0  # NCCL lines of processes past the process-table limit
     conns_dropped: int = 0  # connection lines with a key past the connection-table limit
     seen_lines: set = field(default_factory=set)  # (host, msg) of per-host facts already taken
     quiet: set = field(default_factory=set)  # (host, msg) of INFO lines read once that made no finding
+    # (host, msg) of a per-host INFO line read once -> the finding it made (counted once per host)
+    host_findings: dict[tuple, tuple] = field(default_factory=dict)
+
+    def host_finding(self, host: str | None, msg: str, key: tuple) -> None:
+        if len(self.host_findings) >= SEEN_LIMIT:
+            self.host_findings.clear()
+        self.host_findings[(host, msg)] = key
 
     def quiet_line(self, host: str | None, msg: str) -> None:
         if len(self.quiet) >= SEEN_LIMIT:
@@ -186,3 +194,108 @@ class LogState:
     def note_address(self, host: str | None, ip: str, ev: Evidence) -> None:
         if ip and not ip.startswith("127."):
             self.addresses.setdefault(host, {}).setdefault(ip, ev)
+
+    # -- several parts read by several processes ------------------------------------------------------
+
+    def merge(self, later: LogState, limits: tuple[int, int]) -> None:
+        """Fold ``later`` -- what another process read from inputs (or a part of one) that come after
+        this state's -- into this state, as one reader going on would have; ``limits``: the process
+        and rank table limits (:data:`.facts.PROC_LIMIT`, :data:`.facts.RANK_LIMIT`). A return-code chain
+        can no longer be tied to a WARN read by the other process (the parts are cut at record starts)."""
+        from topodoc.parsers.nccl_log import plugins
+
+        for name in _FIRST_WINS:
+            mine = getattr(self, name)
+            for k, v in getattr(later, name).items():
+                mine.setdefault(k, v)
+        for name in _NESTED_FIRST_WINS:
+            mine = getattr(self, name)
+            for k, inner in getattr(later, name).items():
+                target = mine.setdefault(k, {})
+                for k2, v in inner.items():
+                    target.setdefault(k2, v)
+        for name in _COUNTED:
+            _add_counted(getattr(self, name), getattr(later, name))
+        for k, (lines, ev) in later.conn_raw.items():
+            entry = self.conn_raw.get(k)
+            if entry is not None:
+                entry[0] += lines
+            else:
+                self.new_conn(k, lines, ev)
+        for proc, (lines, ev, op) in later.colls.items():
+            entry = self.colls.get(proc)
+            if entry is None:
+                self.colls[proc] = [lines, ev, op]
+            else:
+                entry[0] += lines
+                entry[2] = op if op is not None else entry[2]
+        self._merge_procs(later, limits[0])
+        self._merge_ranks(later, limits[1])
+        self._merge_errors(later)
+        plugins.merge(self.plugin_rows, later.plugin_rows)
+        for proc, devs in later.proc_devs.items():
+            self.proc_devs[proc] = set(list(self.proc_devs.get(proc, set()) | devs)[:DEVS_LIMIT])
+        for k, (seq, done, ev, group) in later.watchdog.items():
+            self.note_watchdog(k, seq, done, ev, group)
+        self.wording_tries.update(later.wording_tries)
+        self.info_seen = self.info_seen or later.info_seen
+        self.ranks_dropped += later.ranks_dropped
+        self.conns_dropped += later.conns_dropped
+        for line, key in later.host_findings.items():
+            if line in self.seen_lines and key in self.errors:  # read by both: one reader counts it once
+                self.errors[key].count -= 1
+            self.host_findings.setdefault(line, key)
+        self.seen_lines |= later.seen_lines
+        self.quiet |= later.quiet
+
+    def _merge_procs(self, later: LogState, limit: int) -> None:
+        for proc, lines in later.procs.items():
+            if proc in self.procs or len(self.procs) < limit:
+                self.procs[proc] += lines
+            else:
+                self.procs_dropped += lines
+        self.procs_dropped += later.procs_dropped
+
+    def _merge_ranks(self, later: LogState, limit: int) -> None:
+        for k, entry in later.ranks.items():
+            mine = self.ranks.get(k)
+            if mine is not None:
+                mine.fields.update(entry.fields)
+                mine.stages |= entry.stages
+            elif len(self.ranks) < limit:
+                self.ranks[k] = entry
+            else:
+                self.ranks_dropped += 1
+
+    def _merge_errors(self, later: LogState) -> None:
+        for k, entry in later.errors.items():
+            mine = self.errors.get(k)
+            if mine is None:
+                self.errors[k] = entry
+            else:
+                mine.count += entry.count
+                mine.related.extend(entry.related[: max(RELATED_LIMIT - len(mine.related), 0)])
+        for proc, chain in later.chains.items():
+            if proc not in self.last_warn:
+                self.chains.setdefault(proc, chain)
+        self.last_warn.update(later.last_warn)
+        self.benign_at.update(later.benign_at)
+
+
+# LogState fields merged by kind (see LogState.merge): first evidence wins; nested; [count, evidence]
+_FIRST_WINS = (
+    "cuda_driver", "plugins", "ofi", "devices", "gdr_lines", "ring_gdr", "nvls", "collnet", "nnodes",
+    "test_ranks", "env", "host_lines", "wordings", "gid_layers",
+)
+_NESTED_FIRST_WINS = ("addresses", "ray_ips", "phase_lines")
+_COUNTED = ("versions", "bare_versions", "networks")
+
+
+def _add_counted(mine: dict, later: dict) -> None:
+    for k, (count, ev) in later.items():
+        entry = mine.get(k)
+        if entry is None:
+            mine[k] = [count, ev]
+        else:
+            entry[0] += count
+

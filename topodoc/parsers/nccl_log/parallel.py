@@ -1,0 +1,200 @@
+"""Several inputs, or one big file cut in parts, read by worker processes, and what they found merged.
+
+Per-rank and per-node files are the common case of a big job's logs, and one process reads about 100 MB/s:
+:func:`plan` gives each file (and each part of a file over :data:`SPLIT_BYTES`) to a worker of a ``fork``
+pool, when the inputs are big enough for a second process to pay (:data:`PARALLEL_BYTES`: forking and
+sending a state back cost a few tens of milliseconds) and cores are free: the workers are the CPUs this
+process may run on (``psutil``'s CPU affinity) less the load already on them (``psutil.getloadavg``),
+measured on a busy 2-core machine to give nothing otherwise. ``TOPODOC_JOBS=N`` sets the number (``1``:
+one process). Each worker fills its own :class:`LogState`; they are merged in input order
+(:meth:`LogState.merge`), so the result is the one-process result. A file is cut only at the start of a
+line that holds an NCCL record (never inside a record torn across lines), and each part counts the lines
+before it to number its evidence as the whole file does. Compressed, UTF-16 and piped inputs are read by
+the main process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import multiprocessing
+import os
+from typing import BinaryIO, NamedTuple
+
+from topodoc.logmodel import InputStats
+from topodoc.parsers.nccl_log import facts
+from topodoc.parsers.nccl_log.scan import CHUNK_BYTES, Scanner
+from topodoc.parsers.nccl_log.state import LogState
+
+PARALLEL_BYTES = 48 << 20
+SPLIT_BYTES = 96 << 20  # a file this big is cut in parts (one per worker)
+_SEEK = 4 << 20  # how far past a cut point a record start is looked for
+_INFO = b" NCCL INFO "
+
+
+class Unit(NamedTuple):
+    """One piece of work: input ``index``; ``path`` a plain file (bytes ``start`` to ``end``, ``end`` None:
+    to its end) or ``None`` for an input read whole by the main process (a stream, ``.gz``, UTF-16)."""
+
+    index: int
+    path: str | None
+    start: int = 0
+    end: int | None = None
+
+
+def workers(total_bytes: int) -> int:
+    """How many processes pay for ``total_bytes`` of input (1: read them here)."""
+    forced = os.environ.get("TOPODOC_JOBS", "")
+    if forced.isdigit() and int(forced) > 0:
+        return int(forced)
+    if total_bytes < PARALLEL_BYTES:
+        return 1
+    try:
+        import psutil
+
+        cpus = len(psutil.Process().cpu_affinity() or ()) or (os.cpu_count() or 1)
+        load = psutil.getloadavg()[0]
+    except (ImportError, AttributeError, OSError):
+        cpus, load = os.cpu_count() or 1, 0.0
+    return max(1, min(cpus, round(cpus - load + 0.5)))
+
+
+def plan(items: list) -> list[Unit]:
+    """The units of ``items`` (paths or ``(name, stream)`` pairs), in input order: a plain file over
+    :data:`SPLIT_BYTES` is cut every :data:`SPLIT_BYTES` or so, whatever the number of workers, so the
+    analysis never depends on the machine's load."""
+    units: list[Unit] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not _plain_file(item):
+            units.append(Unit(index, None))
+            continue
+        size = os.path.getsize(item)
+        parts = size // SPLIT_BYTES + 1
+        units += _cut(index, item, size, parts) if parts > 1 else [Unit(index, item)]
+    return units
+
+
+def pool_size(units: list[Unit]) -> int:
+    """Worker processes for ``units``: 1 (read here) unless they are all plain files and big enough."""
+    if len(units) < 2 or any(u.path is None for u in units):
+        return 1
+    total = sum((u.end if u.end is not None else os.path.getsize(u.path)) - u.start for u in units)
+    return min(workers(total), len(units))
+
+
+def run(units: list[Unit], jobs: int, extra: tuple[str, ...]) -> list[tuple[int, LogState, InputStats]]:
+    """Read every unit in a pool of ``jobs`` processes; results in unit order."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs) as pool:
+        return pool.starmap(read, [(u, extra) for u in units], chunksize=1)
+
+
+def merge(results: list[tuple[int, LogState, InputStats]], names: list[str]) -> tuple[LogState, list]:
+    """One state and one :class:`InputStats` per input from the units' results (in input order)."""
+    state, stats = results[0][1], {}
+    limits = (facts.PROC_LIMIT, facts.RANK_LIMIT)
+    for i, (_index, part, _stats) in enumerate(results):
+        if i:
+            state.merge(part, limits)
+    for index, _part, part_stats in results:
+        done = stats.get(index)
+        if done is None:
+            stats[index] = part_stats
+        else:  # a later part of the same file: its line count already includes the lines before it
+            stats[index] = InputStats(
+                names[index], part_stats.lines, done.nccl_lines + part_stats.nccl_lines,
+                done.bytes + part_stats.bytes, done.long_lines + part_stats.long_lines,
+            )
+    return state, [stats[i] for i in sorted(stats)]
+
+
+def read(unit: Unit, extra: tuple[str, ...], before: tuple[int, bool] | None = None
+         ) -> tuple[int, LogState, InputStats]:
+    """Read one file unit into a new state; ``before``: the lines before it and whether an NCCL INFO
+    record came before, when the caller knows them (else counted here)."""
+    state = LogState()
+    with open(unit.path, "rb") as raw:
+        scanner = Scanner(state, unit.path, extra)
+        if unit.start:
+            _skip_to(scanner, raw, unit.start, before)
+        stream = raw if unit.end is None else io.BufferedReader(_Range(raw, unit.end - unit.start))
+        stats = scanner.run(stream)
+    return unit.index, state, dataclasses.replace(stats, bytes=stats.bytes - unit.start)
+
+
+def after(scanner_stats: InputStats, state: LogState) -> tuple[int, bool]:
+    """What :func:`read` needs to go on with the next part of a file read here."""
+    return scanner_stats.lines, state.info_seen
+
+
+def _skip_to(scanner: Scanner, raw: BinaryIO, start: int, before: tuple[int, bool] | None) -> None:
+    """Count the lines before ``start`` (so evidence is numbered as in the whole file) and whether an
+    NCCL INFO record came before; leave ``raw`` at ``start``."""
+    if before is not None:
+        raw.seek(start)
+        scanner.lines, scanner.seen_info, scanner.size = before[0], before[1], start
+        return
+    left, lines, seen = start, 0, False
+    while left > 0:
+        data = raw.read(min(CHUNK_BYTES * 4, left))
+        if not data:
+            break
+        lines += data.count(b"\n")
+        seen = seen or _INFO in data
+        left -= len(data)
+    scanner.lines, scanner.seen_info, scanner.size = lines, seen, start
+
+
+def _cut(index: int, path: str, size: int, parts: int) -> list[Unit]:
+    """``parts`` units of one file, cut where a line holding an NCCL record starts."""
+    cuts = [0]
+    with open(path, "rb") as raw:
+        for k in range(1, parts):
+            at = _record_start(raw, size * k // parts)
+            if at is not None and at > cuts[-1]:
+                cuts.append(at)
+    ends = [*cuts[1:], None]
+    return [Unit(index, path, start, end) for start, end in zip(cuts, ends, strict=True)]
+
+
+def _record_start(raw: BinaryIO, near: int) -> int | None:
+    raw.seek(near)
+    data = raw.read(_SEEK)
+    at = data.find(b"\n")
+    while at >= 0:
+        end = data.find(b"\n", at + 1)
+        if end < 0:
+            return None
+        line = data[at + 1 : end]
+        # a record's line, not a return-code chain and not right after a WARN (its chain lines follow)
+        if _INFO in line and b" -> " not in line and b"WARN" not in data[data.rfind(b"\n", 0, at) + 1 : at]:
+            return near + at + 1
+        at = end
+    return None
+
+
+def _plain_file(path: str) -> bool:
+    """A regular, uncompressed, not UTF-16 file another process can open and seek."""
+    if path == "-" or path.endswith(".gz") or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as raw:
+        head = raw.read(64)
+    return not (head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 16 and head.count(0) > 8))
+
+
+class _Range(io.RawIOBase):
+    """The next ``length`` bytes of ``raw``."""
+
+    def __init__(self, raw: BinaryIO, length: int) -> None:
+        self._raw, self._left = raw, length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left <= 0:
+            return 0
+        data = self._raw.read(min(len(buffer), self._left))
+        self._left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
