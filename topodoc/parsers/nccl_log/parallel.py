@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import multiprocessing
 import os
 from typing import BinaryIO, NamedTuple
 
@@ -84,6 +83,8 @@ def pool_size(units: list[Unit]) -> int:
 
 def run(units: list[Unit], jobs: int, extra: tuple[str, ...]) -> list[tuple[int, LogState, InputStats]]:
     """Read every unit in a pool of ``jobs`` processes; results in unit order."""
+    import multiprocessing  # here: a log read in this process (the usual small one) never loads it
+
     context = multiprocessing.get_context("fork")
     with context.Pool(jobs) as pool:
         return pool.starmap(read, [(u, extra) for u in units], chunksize=1)
