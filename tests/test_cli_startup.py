@@ -62,7 +62,7 @@ def test_logs_json_on_a_one_line_log_loads_no_machine_model_probe_regex_or_rich(
     assert json.loads(run.stdout)["summary"]["nccl_version"] == "2.12.12"
     assert "topodoc.parsers.nccl_log" in names and "topodoc.commands.logs" in names
     heavy = {"topodoc.model", "topodoc.probe", "topodoc.rules", "topodoc.topology", "regex", "rich",
-             "tomllib", "importlib.resources", "pynvml", "pyudev"}
+             "tomllib", "importlib.resources", "pynvml", "pyudev", "multiprocessing", "psutil"}
     assert names & heavy == set()
     others = {n for n in names if n.startswith("topodoc.commands.")} - {"topodoc.commands.logs"}
     assert others == set(), "only the command asked for is imported"
