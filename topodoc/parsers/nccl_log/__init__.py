@@ -25,7 +25,7 @@ import gzip
 import io
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from topodoc.logmodel import InputStats, LogAnalysis
@@ -60,10 +60,7 @@ def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogA
     jobs = parallel.pool_size(units)
     if jobs > 1:
         _check_readable(names)
-        results = parallel.run(units, jobs, extra)
-    else:
-        results = _read_here(units, items, extra)
-    state, stats = parallel.merge(results, names) if results else (LogState(), [])
+    state, stats = parallel.analyze_units(units, jobs, extra, names, _read_here(units, items, extra))
     if not any(s.nccl_lines for s in stats):
         names = ", ".join(s.name for s in stats) or "no input"
         raise NoNcclLinesError(f"no NCCL lines found in {names}")
@@ -126,21 +123,20 @@ def _utf16(head: bytes) -> str | None:
     return None
 
 
-def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> list:
-    """Every unit read by this process, each into its own state (as the workers would)."""
-    results, before = [], None
+def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> Iterator:
+    """Every unit read by this process, each into its own state (as the workers would), one by one."""
+    before = None
     for unit in units:
         if unit.path is None:
             state = LogState()
-            results.append((unit.index, state, _scan_input(state, items[unit.index], extra)))
+            yield unit.index, state, _scan_input(state, items[unit.index], extra)
             continue
         try:
             result = parallel.read(unit, extra, before if unit.start else None)
         except OSError as err:
             raise LogInputError(f"{unit.path}: {err.strerror or type(err).__name__}") from err
         before = parallel.after(result[2], result[1])
-        results.append(result)
-    return results
+        yield result
 
 
 def _check_readable(paths: list[str]) -> None:

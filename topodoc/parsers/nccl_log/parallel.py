@@ -81,23 +81,33 @@ def pool_size(units: list[Unit]) -> int:
     return min(workers(total), len(units))
 
 
-def run(units: list[Unit], jobs: int, extra: tuple[str, ...]) -> list[tuple[int, LogState, InputStats]]:
-    """Read every unit in a pool of ``jobs`` processes; results in unit order."""
+def analyze_units(units: list[Unit], jobs: int, extra: tuple[str, ...], names: list[str],
+                  here) -> tuple[LogState, list]:
+    """Read the units (in a pool of ``jobs`` processes, or with ``here`` -- an iterator of results made
+    by the caller -- when ``jobs`` is 1) and merge each result as it comes, in unit order, so at most one
+    finished part waits beside the merged state."""
+    if jobs < 2:
+        return merge(here, names)
     import multiprocessing  # here: a log read in this process (the usual small one) never loads it
 
     context = multiprocessing.get_context("fork")
     with context.Pool(jobs) as pool:
-        return pool.starmap(read, [(u, extra) for u in units], chunksize=1)
+        return merge(pool.imap(_read_unit, [(u, extra) for u in units], chunksize=1), names)
 
 
-def merge(results: list[tuple[int, LogState, InputStats]], names: list[str]) -> tuple[LogState, list]:
+def _read_unit(args: tuple[Unit, tuple[str, ...]]) -> tuple[int, LogState, InputStats]:
+    return read(*args)
+
+
+def merge(results, names: list[str]) -> tuple[LogState, list]:
     """One state and one :class:`InputStats` per input from the units' results (in input order)."""
-    state, stats = results[0][1], {}
+    state, stats = None, {}
     limits = (facts.PROC_LIMIT, facts.RANK_LIMIT)
-    for i, (_index, part, _stats) in enumerate(results):
-        if i:
+    for index, part, part_stats in results:
+        if state is None:
+            state = part
+        else:
             state.merge(part, limits)
-    for index, _part, part_stats in results:
         done = stats.get(index)
         if done is None:
             stats[index] = part_stats
@@ -106,7 +116,7 @@ def merge(results: list[tuple[int, LogState, InputStats]], names: list[str]) -> 
                 names[index], part_stats.lines, done.nccl_lines + part_stats.nccl_lines,
                 done.bytes + part_stats.bytes, done.long_lines + part_stats.long_lines,
             )
-    return state, [stats[i] for i in sorted(stats)]
+    return state if state is not None else LogState(), [stats[i] for i in sorted(stats)]
 
 
 def read(unit: Unit, extra: tuple[str, ...], before: tuple[int, bool] | None = None

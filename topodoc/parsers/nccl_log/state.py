@@ -13,6 +13,7 @@ from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 65536
 DEVS_LIMIT = 64  # devices remembered per process
+PHASE_LIMIT = 8192  # processes whose phase lines are kept (the latest ones)
 WATCHDOG_LIMIT = 4096  # ranks whose watchdog timeout is remembered
 CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
 Proc = tuple  # (host or None, pid or None)
@@ -110,6 +111,8 @@ class LogState:
     def note_dev(self, proc: Proc, dev: int) -> None:
         devs = self.proc_devs.get(proc)
         if devs is None:
+            if proc not in self.procs:
+                return  # a process past the process table's limit
             self.proc_devs[proc] = {dev}
         elif len(devs) < DEVS_LIMIT:
             devs.add(dev)
@@ -117,7 +120,17 @@ class LogState:
     def note_phase(self, proc: Proc, phase: str, ev: Evidence) -> None:
         """The first line of ``phase`` in ``proc`` (for processes the process table keeps)."""
         if proc in self.procs:
-            self.phase_lines.setdefault(proc, {}).setdefault(phase, ev)
+            marks = self.phase_lines.get(proc)
+            if marks is None:
+                marks = self.phase_lines[proc] = {}
+                self._trim_phases()
+            marks.setdefault(phase, ev)
+
+    def _trim_phases(self) -> None:
+        """Keep the phases of the PHASE_LIMIT processes seen last (a hang is read from the job's last
+        start; a job restarted hundreds of times would otherwise keep every process's lines)."""
+        while len(self.phase_lines) > PHASE_LIMIT:
+            del self.phase_lines[next(iter(self.phase_lines))]
 
     def note_watchdog(self, key: str, seq: str | None, done: str | None, ev: Evidence,
                       group: str | None) -> None:
@@ -233,7 +246,15 @@ class LogState:
         self._merge_ranks(later, limits[1])
         self._merge_errors(later)
         plugins.merge(self.plugin_rows, later.plugin_rows)
+        for proc, marks in later.phase_lines.items():
+            if proc in self.procs:
+                mine = self.phase_lines.setdefault(proc, {})
+                for phase, ev in marks.items():
+                    mine.setdefault(phase, ev)
+        self._trim_phases()
         for proc, devs in later.proc_devs.items():
+            if proc not in self.procs:
+                continue
             self.proc_devs[proc] = set(list(self.proc_devs.get(proc, set()) | devs)[:DEVS_LIMIT])
         for k, (seq, done, ev, group) in later.watchdog.items():
             self.note_watchdog(k, seq, done, ev, group)
@@ -287,7 +308,7 @@ _FIRST_WINS = (
     "cuda_driver", "plugins", "ofi", "devices", "gdr_lines", "ring_gdr", "nvls", "collnet", "nnodes",
     "test_ranks", "env", "host_lines", "wordings", "gid_layers",
 )
-_NESTED_FIRST_WINS = ("addresses", "ray_ips", "phase_lines")
+_NESTED_FIRST_WINS = ("addresses", "ray_ips")
 _COUNTED = ("versions", "bare_versions", "networks")
 
 
