@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
 import time
-import traceback
 from typing import NoReturn
 
 import click
@@ -25,16 +23,26 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
+        import pkgutil
+
         import topodoc.commands as pkg
 
         names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
         return sorted(name.replace("_", "-") for name in names)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in self.list_commands(ctx):
+        """Import only the one command module asked for (no listing of the package, no other command)."""
+        module_name = name.replace("-", "_")
+        if not module_name.isidentifier() or module_name.startswith("_") or not module_name.islower():
             return None
-        module = importlib.import_module(f"topodoc.commands.{name.replace('-', '_')}")
-        return module.command
+        qualified = f"topodoc.commands.{module_name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as err:
+            if err.name == qualified:  # no such command; a missing dependency inside one is a real error
+                return None
+            raise
+        return getattr(module, "command", None)
 
     def invoke(self, ctx: click.Context):
         """Run the command; whatever escapes it exits 2 with one line, never 1 (the findings code)."""
@@ -71,6 +79,8 @@ DEBUG_ENV = "TOPODOC_DEBUG"
 def internal_error(err: BaseException) -> NoReturn:
     """A bug in topodoc: one line naming it (the traceback only with TOPODOC_DEBUG=1), exit 2."""
     if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        import traceback
+
         traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
     detail = " ".join(f"{type(err).__name__}: {err}".split())
     if len(detail) > 300:

@@ -1,5 +1,8 @@
 """Snapshot (or any model dataclass) <-> JSON, versioned, with an exact round trip.
 
+:mod:`topodoc.model` is imported only by the functions that decode (encoding reads the dataclass it is
+given), so ``logs --json`` does not pay for the machine model.
+
 ``load(dump(x)) == x`` for every dataclass in :mod:`topodoc.model`: the decoder rebuilds nested
 dataclasses, enums, tuples and dicts from the type hints, so the JSON stays plain and readable.
 """
@@ -7,24 +10,37 @@ dataclasses, enums, tuples and dicts from the type hints, so the JSON stays plai
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
+from collections.abc import Callable
 from enum import Enum
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from topodoc import model
+if TYPE_CHECKING:
+    from topodoc import model
 
 
 class CodecError(ValueError):
     """The JSON does not describe a model object of the expected shape or schema."""
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # exact types: an Enum of str is not one
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass -> its field names, looked up once per class
+
+
 def to_data(obj: Any) -> Any:
     """Model object -> plain JSON-able data (dicts, lists, str, int, float, bool, None)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    kind = type(obj)
+    if kind in _SCALARS:
+        return obj
+    names = _FIELD_NAMES.get(kind)
+    if names is None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
+        return {name: to_data(getattr(obj, name)) for name in names}
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, dict):
@@ -37,7 +53,7 @@ def to_data(obj: Any) -> Any:
 def from_data(cls: Any, data: Any) -> Any:
     """Plain data -> an instance of ``cls`` (a type hint: dataclass, Optional, tuple, dict, ...)."""
     try:
-        return _decode(cls, data)
+        return _decoder(cls)(data)
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         raise CodecError(f"cannot decode {getattr(cls, '__name__', cls)}: {err}") from err
 
@@ -58,6 +74,8 @@ def snapshot_from_data(data: Any) -> model.Snapshot:
     """A snapshot document (``probe --json``), current or of an older supported version, decoded."""
     if not isinstance(data, dict):
         raise CodecError("a snapshot must be a JSON object")
+    from topodoc import model
+
     return from_data(model.Snapshot, upgrade_snapshot(data))
 
 
@@ -65,6 +83,8 @@ def upgrade_snapshot(data: dict) -> dict:
     """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
     were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
     schema than these two is refused."""
+    from topodoc import model
+
     schema, version = data.get("schema"), data.get("schema_version")
     if schema == 1 and version is None:
         return {**data, "schema": model.SCHEMA, "schema_version": model.SCHEMA_VERSION}
@@ -79,62 +99,120 @@ def upgrade_snapshot(data: dict) -> dict:
 
 @cache
 def _hints(cls: type) -> dict[str, Any]:
+    from topodoc import model
+
     return typing.get_type_hints(cls, vars(model))
 
 
-def _decode(tp: Any, data: Any) -> Any:
+def _decoder(tp: Any) -> Callable[[Any], Any]:
+    """The function that decodes plain data into type hint ``tp``, built once per hint: the type hints are
+    read once, not once per value (a snapshot holds thousands)."""
+    try:
+        return _cached_decoder(tp)
+    except TypeError:  # an unhashable hint
+        return _build_decoder(tp)
+
+
+@cache
+def _cached_decoder(tp: Any) -> Callable[[Any], Any]:
+    return _build_decoder(tp)
+
+
+def _build_decoder(tp: Any) -> Callable[[Any], Any]:
     if tp is Any:
-        return data
+        return _same
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return _decode_union(typing.get_args(tp), data)
+        return _union_decoder(typing.get_args(tp))
     if dataclasses.is_dataclass(tp):
-        return _decode_dataclass(tp, data)
+        return _dataclass_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return tp(data)
+        return tp
     if origin is tuple:
-        return _decode_tuple(typing.get_args(tp), data)
+        return _tuple_decoder(typing.get_args(tp))
     if origin is list:
         (item,) = typing.get_args(tp)
-        return [_decode(item, v) for v in data]
+        decode_item = _decoder(item)
+        return lambda data: [decode_item(v) for v in data]
     if origin is dict:
         _key, value = typing.get_args(tp)
-        return {str(k): _decode(value, v) for k, v in data.items()}
-    if tp is float and isinstance(data, int) and not isinstance(data, bool):
+        decode_value = _decoder(value)
+        return lambda data: {str(k): decode_value(v) for k, v in data.items()}
+    if tp is float:
+        return _float
+    if isinstance(tp, type):
+        return functools.partial(_checked, tp)
+    return _same
+
+
+def _same(data: Any) -> Any:
+    return data
+
+
+def _float(data: Any) -> Any:
+    if isinstance(data, int) and not isinstance(data, bool):
         return float(data)
-    if isinstance(tp, type) and not isinstance(data, tp):
+    return _checked(float, data)
+
+
+def _checked(tp: type, data: Any) -> Any:
+    if not isinstance(data, tp):
         raise TypeError(f"expected {tp.__name__}, got {type(data).__name__}")
     return data
 
 
-def _decode_union(args: tuple, data: Any) -> Any:
-    if data is None and type(None) in args:
-        return None
-    errors = []
-    for arg in args:
-        if arg is type(None):
-            continue
-        try:
-            return _decode(arg, data)
-        except (TypeError, ValueError, KeyError, AttributeError) as err:
-            errors.append(str(err))
-    raise TypeError("; ".join(errors) or "no matching type")
+def _union_decoder(args: tuple) -> Callable[[Any], Any]:
+    optional = type(None) in args
+    choices = [_decoder(arg) for arg in args if arg is not type(None)]
+
+    def decode(data: Any) -> Any:
+        if data is None and optional:
+            return None
+        errors = []
+        for choice in choices:
+            try:
+                return choice(data)
+            except (TypeError, ValueError, KeyError, AttributeError) as err:
+                errors.append(str(err))
+        raise TypeError("; ".join(errors) or "no matching type")
+
+    return decode
 
 
-def _decode_tuple(args: tuple, data: Any) -> tuple:
+def _tuple_decoder(args: tuple) -> Callable[[Any], Any]:
+    if len(args) == 2 and args[1] is Ellipsis:
+        decode_item = _decoder(args[0])
+
+        def decode(data: Any) -> tuple:
+            _a_list(data)
+            return tuple([decode_item(v) for v in data])
+    else:
+        decoders = [_decoder(a) for a in args]
+
+        def decode(data: Any) -> tuple:
+            _a_list(data)
+            return tuple([d(v) for d, v in zip(decoders, data, strict=True)])
+
+    return decode
+
+
+def _a_list(data: Any) -> None:
     if not isinstance(data, list):
         raise TypeError(f"expected a list, got {type(data).__name__}")
-    if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_decode(args[0], v) for v in data)
-    return tuple(_decode(a, v) for a, v in zip(args, data, strict=True))
 
 
-def _decode_dataclass(cls: type, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise TypeError(f"expected an object for {cls.__name__}")
-    hints = _hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _decode(hints[f.name], data[f.name])
-    return cls(**kwargs)
+def _dataclass_decoder(cls: type) -> Callable[[Any], Any]:
+    fields: list[tuple[str, Callable[[Any], Any]]] = []
+    ready = False
+
+    def decode(data: Any) -> Any:
+        nonlocal ready
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object for {cls.__name__}")
+        if not ready:  # on first use: a dataclass may hold itself (its decoder is being built meanwhile)
+            hints = _hints(cls)
+            fields[:] = [(f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)]
+            ready = True
+        return cls(**{name: decode_field(data[name]) for name, decode_field in fields if name in data})
+
+    return decode

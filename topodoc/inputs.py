@@ -20,12 +20,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import re
 import sys
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
-
-import regex
 
 MAX_BYTES = 32 * 2**20  # a topology paste or an nccl-tests output is a few hundred KB at most
 MAX_LINES = 100_000  # an nccl-tests run of ~300 ranks with NCCL INFO lines mixed in fits
@@ -34,9 +33,13 @@ _CHUNK = 2**16
 
 # CSI (colours, cursor moves), OSC (titles, links) ended by BEL or ST, a stray ESC, and a colour code whose
 # ESC byte a paste lost (``[4m``, ``[0;32m``). Every repetition is bounded and possessive: linear time.
-_ANSI = regex.compile(
+_ANSI_PATTERN = (
     r"\x1b\[[0-9;?]{0,32}+[A-Za-z]|\x1b\][^\x07\x1b\n]{0,1024}+(?:\x07|\x1b\\)|\x1b|\[[0-9;]{0,8}+m"
 )
+# Whether _ANSI_PATTERN can match at all (every match starts with ESC or is a lost-ESC colour code): a plain
+# ``re`` search, so text without escapes (most logs) never loads the ``regex`` module's compiler.
+_MAYBE_ANSI = re.compile(r"\x1b|\[[0-9;]{0,8}m")
+_ansi = None
 
 
 class InputError(ValueError):
@@ -186,4 +189,11 @@ def decode(data: bytes) -> str:
 
 def strip_ansi(text: str) -> str:
     """``text`` without ANSI escape sequences (also those whose ESC byte was lost in a paste)."""
-    return _ANSI.sub("", text) if ("\x1b" in text or "[" in text) else text
+    global _ansi
+    if not ("\x1b" in text or "[" in text) or not _MAYBE_ANSI.search(text):
+        return text
+    if _ansi is None:
+        import regex
+
+        _ansi = regex.compile(_ANSI_PATTERN)
+    return _ansi.sub("", text)

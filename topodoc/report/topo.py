@@ -10,6 +10,7 @@ from topodoc.model import ConnectionMatrix
 from topodoc.topology.nccl_policy import p2p_default
 from topodoc.topology.reading import PCIE_ORDER, PairLink, Reading
 
+_WIDE = 10_000  # columns: wider than any matrix (76 NICs is under 1,000)
 _STYLE = {"PIX": "cyan", "PXB": "cyan", "PHB": "yellow", "NODE": "yellow", "SYS": "red", "OK": "green"}
 
 
@@ -20,44 +21,102 @@ def json_data(matrix: ConnectionMatrix, reading: Reading) -> dict[str, Any]:
 
 def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = False, width: int = 100) -> str:
     from rich.console import Console
-    from rich.measure import Measurement
 
     buffer = io.StringIO()
-    table = _table(matrix)
-    probe = Console(file=io.StringIO(), width=10_000)
-    table_width = Measurement.get(probe, probe.options, table).maximum
-    wide = Console(file=buffer, force_terminal=color, width=max(width, table_width), highlight=False)
     text = Console(file=buffer, force_terminal=color, width=width, highlight=False)
     text.print(f"[bold]{_title(matrix)}[/bold]")
     for warning in matrix.warnings:
         text.print(f"[bold yellow]warning:[/bold yellow] {warning}")
-    wide.print(table)
+    plain = None if color else _plain_table(*_grid(matrix))
+    if plain is not None:
+        buffer.write(plain)
+    else:
+        # the table never wraps: it is printed at its natural width (a table does not expand to its console's)
+        wide = Console(file=buffer, force_terminal=color, width=max(width, _WIDE), highlight=False)
+        wide.print(_table(matrix))
     for line in reading_lines(reading, matrix.p2p_mode):
         text.print(line, soft_wrap=not color)  # piped or saved: one reading per line, grep-able
     return buffer.getvalue()
+
+
+# A column: its header, whether it is centred (the matrix cells) and whether its cells are matrix links.
+_Column = tuple[str, bool, bool]
+
+
+def _grid(matrix: ConnectionMatrix) -> tuple[list[_Column], list[list[str | None]]]:
+    """The table's columns and rows: row name, one link cell per device (None: not in the matrix), and for a
+    ``topo -m`` matrix the GPU's affinity columns ("N/A" when unknown; a NIC row has none)."""
+    names = [gpu.name for gpu in matrix.gpus] + [nic.name for nic in matrix.nics]
+    columns: list[_Column] = [("", False, False), *((name, True, True) for name in names)]
+    affinity = matrix.kind == "topo"
+    if affinity:
+        columns += [(head, False, False) for head in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")]
+    gpus = {gpu.name: gpu for gpu in matrix.gpus}
+    rows: list[list[str | None]] = []
+    for row in (name for name in names if name in matrix.links):
+        cells = [matrix.links.get(row, {}).get(col) for col in names]
+        gpu = gpus.get(row)
+        values = (gpu.cpu_affinity, gpu.numa_affinity, gpu.gpu_numa_id) if gpu else ()
+        extras = [value or "N/A" for value in values]
+        rows.append([row, *cells, *(extras if affinity else [])])
+    return columns, rows
 
 
 def _table(matrix: ConnectionMatrix):
     from rich import box
     from rich.table import Table
 
-    names = [gpu.name for gpu in matrix.gpus] + [nic.name for nic in matrix.nics]
+    columns, rows = _grid(matrix)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("")
-    for name in names:
-        table.add_column(name, justify="center", no_wrap=True)
-    affinity = matrix.kind == "topo"
-    if affinity:
-        for head in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID"):
-            table.add_column(head, no_wrap=True)
-    gpus = {gpu.name: gpu for gpu in matrix.gpus}
-    for row in (name for name in names if name in matrix.links):
-        cells = [_styled(matrix.links.get(row, {}).get(col)) for col in names]
-        gpu = gpus.get(row)
-        values = (gpu.cpu_affinity, gpu.numa_affinity, gpu.gpu_numa_id) if gpu else ()
-        extras = [value or "N/A" for value in values]
-        table.add_row(row, *cells, *(extras if affinity else []))
+    for head, centred, _link in columns:
+        if centred:
+            table.add_column(head, justify="center", no_wrap=True)
+        else:
+            table.add_column(head, no_wrap=bool(head))
+    for row in rows:
+        table.add_row(*(_styled(cell) if columns[i][2] else cell for i, cell in enumerate(row)))
     return table
+
+
+def _plain_table(columns: list[_Column], rows: list[list[str | None]]) -> str | None:
+    """The table exactly as rich prints :func:`_table` without colour (box SIMPLE_HEAD: a space for every
+    edge and column divider, one space of padding except at the outer edges, a rule under the header),
+    without rich's per-cell rendering; ``tests/test_cli_startup.py`` compares the two. None where that
+    equivalence is not established (text that is not :func:`_plain`; a table wider than the console rich
+    would print it on): rich prints those."""
+    texts = [[("?" if cell is None and columns[i][2] else cell or "") for i, cell in enumerate(row)]
+             for row in rows]
+    texts = [row + [""] * (len(columns) - len(row)) for row in texts]
+    every = [head for head, _c, _l in columns] + [cell for row in texts for cell in row]
+    if not rows or not all(_plain(text) for text in every):
+        return None
+    widths = [max(len(head), *(len(row[i]) for row in texts)) for i, (head, _c, _l) in enumerate(columns)]
+    last = len(columns) - 1
+
+    def line(cells: list[str]) -> str:
+        parts = []
+        for i, (cell, width) in enumerate(zip(cells, widths, strict=True)):
+            if columns[i][1]:
+                left = (width - len(cell)) // 2
+                cell = " " * left + cell + " " * (width - len(cell) - left)
+            else:
+                cell = cell.ljust(width)
+            parts.append(("" if i == 0 else " ") + cell + ("" if i == last else " "))
+        return " " + " ".join(parts) + " "
+
+    head = line([h for h, _c, _l in columns])
+    if len(head) > _WIDE:
+        return None
+    blank = " " * len(head)
+    body = [line(row) for row in texts]
+    return "\n".join([blank, head, " " + "\u2500" * (len(head) - 2) + " ", *body, blank]) + "\n"
+
+
+def _plain(text: str) -> bool:
+    """Text rich prints as it is: printable ASCII, no markup (``[``), no emoji code (``:name:``), no
+    whitespace its wrapping folds."""
+    return (text.isascii() and text.isprintable() and "[" not in text and text.count(":") < 2
+            and " ".join(text.split()) == text)
 
 
 def _title(matrix: ConnectionMatrix) -> str:
@@ -67,13 +126,17 @@ def _title(matrix: ConnectionMatrix) -> str:
     return f"Connection matrix: {len(matrix.gpus)} GPUs, {len(matrix.nics)} NICs"
 
 
-def _styled(cell: str | None) -> str:
+def _styled(cell: str | None):
+    """The cell as rich Text styled the way ``[style]cell[/style]`` markup would be (without parsing it)."""
+    from rich.text import Span, Text
+
     if cell is None:
-        return "[dim]?[/dim]"
-    if cell.startswith("NV"):
-        return f"[bold green]{cell}[/bold green]"
-    style = _STYLE.get(cell)
-    return f"[{style}]{cell}[/{style}]" if style else cell
+        cell, style = "?", "dim"
+    elif cell.startswith("NV"):
+        style = "bold green"
+    else:
+        style = _STYLE.get(cell)
+    return Text(cell, spans=[Span(0, len(cell), style)] if style and cell else [])
 
 
 def reading_lines(reading: Reading, p2p_mode: str | None = None) -> list[str]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.logmodel import EnvSetting, LogAnalysis
 from topodoc.model import Snapshot
 from topodoc.rules.common import log_line, path_evidence, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
@@ -12,6 +12,9 @@ from topodoc.rules.machine import VERBS_KINDS, ancestors, rdma_nics
 from topodoc.topology import Topology, nccl_policy, rails
 from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 from topodoc.topology.vocab import SMI_LEVELS, level_rank
+
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+    from topodoc.logmodel import EnvSetting, LogAnalysis
 
 ACS_REDIRECT = 0x04 | 0x08  # ReqRedir | CmpltRedir: P2P requests/completions sent up to the root complex
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")

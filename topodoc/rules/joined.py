@@ -9,8 +9,8 @@ wired like the recording (a homogeneous cluster), at lower confidence.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 from topodoc.model import Gpu, KernelInfo, Nic, Snapshot
 from topodoc.rules.common import kept_lines, log_line, shortlist, sysfs_evidence
 from topodoc.rules.engine import Evidence, Hit, rule
@@ -20,6 +20,9 @@ from topodoc.rules.nccl import RDMA_TRANSPORTS
 from topodoc.topology import Topology
 from topodoc.topology.rails import RailPair, rail_pairs
 from topodoc.topology.vocab import level_rank
+
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+    from topodoc.logmodel import Connection, LogAnalysis, RankInfo
 
 
 def _ev(item) -> tuple[Evidence, ...]:

@@ -9,10 +9,13 @@ explanations and usual actions come from the parser (:mod:`topodoc.parsers.xid_c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.logmodel import LogAnalysis, RankInfo
 from topodoc.rules.common import log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
+
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+    from topodoc.logmodel import LogAnalysis, RankInfo
 
 _SEVERITY = {"critical": Severity.ERROR, "error": Severity.ERROR, "warning": Severity.WARNING,
              "info": Severity.INFO}

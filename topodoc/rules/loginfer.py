@@ -7,10 +7,13 @@ wording is a ``version_mismatch`` error, and a printed version that a host's own
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.logmodel import Inference, LogAnalysis
 from topodoc.rules.common import log_line
 from topodoc.rules.engine import Hit, Rule, Severity, rule
+
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+    from topodoc.logmodel import Inference, LogAnalysis
 
 
 def _of(logs: LogAnalysis, kind: str) -> list[Inference]:

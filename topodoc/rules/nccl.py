@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
 from topodoc.rules import loginfer
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
+
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+    from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
 
 RDMA_TRANSPORTS = ("IB", "RoCE", "EFA", "gIB", "IBext", "Slingshot")
 RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_", "FI_")
@@ -28,7 +31,7 @@ def _error_hits(
         yield _group_hit(subject, explanation, items, severity=severity)
 
 
-Item = tuple[LogError, tuple[LogError, ...]]  # an error and the follow-up lines folded into it
+Item = tuple["LogError", tuple["LogError", ...]]  # an error and the follow-up lines folded into it
 FOLLOW_UP_LINES = 5  # PyTorch's wrapper line, its interpretation, "Last error:", then the reason
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import multiprocessing
 import os
 from typing import BinaryIO, NamedTuple
 
@@ -89,6 +88,8 @@ def analyze_units(units: list[Unit], jobs: int, extra: tuple[str, ...], names: l
     finished part waits beside the merged state."""
     if jobs < 2:
         return merge(here, names)
+    import multiprocessing  # here: a log read in this process (the usual small one) never loads it
+
     context = multiprocessing.get_context("fork")
     with context.Pool(jobs) as pool:
         return merge(pool.imap(_read_unit, [(u, extra) for u in units], chunksize=1), names)
