@@ -16,7 +16,7 @@ FIXTURE_LINES = [line for log in cases() for line in log.read_bytes().split(b"\n
 # the words a transport verdict needs to have seen in the input (RoCE: a device line, or a RoCE-only GID)
 TRANSPORT_WITNESS = {
     "IB": (b"IB",), "RoCE": (b"RoCE", b"Gid", b"GID"), "EFA": (b"efa",), "Socket": (b"Socket",),
-    "TCPX": (b"GPUDirectTCPX",),
+    "TCPX": (b"GPUDirectTCPX", b"tcpxComm"),
     "TCPXO": (b"FasTrak", b"TCPXO"), "gIB": (b"gIB",), "Slingshot": (b"cxi",), "IBext": (b"IBext", b"SHARP"),
 }
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
