@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from itertools import accumulate
 from operator import itemgetter
 from typing import BinaryIO
 
@@ -193,7 +194,7 @@ class Scanner:
         # (b"\0" where the line holds no " : " or goes on to another record: read line by line then)
         rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
                  for p in pieces[1:]]
-        if self._fold_conns(block, Counter(zip(tails, rests, strict=True)), events):
+        if self._fold_conns(block, Counter(zip(tails, rests, strict=True)), events, (pieces, tails, rests)):
             return
         new: dict[tuple[bytes, bytes], list] = {}
         rfind, find = block.rfind, block.find
@@ -206,18 +207,19 @@ class Scanner:
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
 
-    def _fold_conns(self, block: bytes, counts: Counter, events: list) -> bool:
+    def _fold_conns(self, block: bytes, counts: Counter, events: list, split: tuple) -> bool:
         """Add the folded lines ``(prefix, text after "Channel ")`` -> lines; ``False`` (and nothing
         added) when one of them needs the grammar: a line holding two records, a line cut before "via",
         a prefix-less or odd one."""
         for (tail, rest), _n in counts.items():
             if not tail or rest == b"\0" or b"NCCL" in tail or b" NCCL " in rest or _torn(rest):
                 return False
-        conns, places = self.state.conn_raw, self.places
-        for (tail, rest), lines in counts.items():
+        conns, places, new = self.state.conn_raw, self.places, []
+        for tail, lines in Counter(split[1]).items():
             who = self._who(tail)
             if who is not None:
                 facts.connection_lines(self.state, who, lines)
+        for (tail, rest), lines in counts.items():
             if channel.VIA not in rest:
                 continue  # channel listings: nothing to learn
             place = places.get(tail)
@@ -230,7 +232,10 @@ class Scanner:
             if entry is not None:
                 entry[0] += lines
             else:
-                events.append((_first_line(block, tail, rest), _NEWCONN, (key, lines)))
+                new.append(((tail, rest), key, lines))
+        if new:
+            starts = _first_lines(split, {pair for pair, _key, _lines in new})
+            events.extend((starts[pair], _NEWCONN, (key, lines)) for pair, key, lines in new)
         return True
 
     def _conn_line(self, block: bytes, start: int, msg: bytes, tail: bytes, new: dict, events: list) -> None:
@@ -488,15 +493,18 @@ def _plain_who(tail: bytes) -> prefix.Record | None:
     return prefix.Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")
 
 
-def _first_line(block: bytes, tail: bytes, rest: bytes) -> int:
-    """Where the block's first line ``tail`` `` NCCL INFO Channel NN/N : `` ``rest`` starts."""
-    head, end = tail + _CHANNEL, b" : " + rest
-    at = block.find(head)
-    while at >= 0:
-        if (at == 0 or block[at - 1] == _NL[0]) and block[at : block.find(_NL, at)].endswith(end):
-            return at
-        at = block.find(head, at + 1)
-    return 0  # not reached: the pair came from this block
+def _first_lines(split: tuple[list, list, list], wanted: set) -> dict:
+    """Where the first line of each (prefix, text) pair in ``wanted`` starts in the block, from its split
+    on the Channel marker (one pass over the pairs, offsets summed in C)."""
+    pieces, tails, rests = split
+    index: dict = {}
+    for i, pair in enumerate(zip(tails, rests, strict=True)):
+        if pair in wanted and pair not in index:
+            index[pair] = i
+            if len(index) == len(wanted):
+                break
+    ends = list(accumulate(map(len, pieces)))
+    return {pair: ends[i] + i * len(_CHANNEL) - len(pair[0]) for pair, i in index.items()}
 
 
 def _torn(msg: bytes) -> bool:
