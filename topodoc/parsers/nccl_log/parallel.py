@@ -6,8 +6,8 @@ pool, when the inputs are big enough for a second process to pay (:data:`PARALLE
 sending a state back cost a few tens of milliseconds; measured on this project's 2-core machine, a 36 MB
 4096-rank init log read by two processes took 1.4 s instead of 1.6 s, a 96 MB restarting job 1.6 s instead
 of 2.5 s) and cores are free: the workers are the CPUs this
-process may run on (``psutil``'s CPU affinity) less the load already on them (``psutil.getloadavg``),
-measured on a busy 2-core machine to give nothing otherwise. ``TOPODOC_JOBS=N`` sets the number (``1``:
+process may run on (``psutil``'s CPU affinity) less the processes running on them right now (a second
+process was measured to give nothing on a busy 2-core machine). ``TOPODOC_JOBS=N`` sets the number (``1``:
 one process). Each worker fills its own :class:`LogState`; they are merged in input order
 (:meth:`LogState.merge`), so the result is the one-process result. A file is cut only at the start of a
 line that holds an NCCL record (never inside a record torn across lines), and each part counts the lines
@@ -54,10 +54,25 @@ def workers(total_bytes: int) -> int:
         import psutil
 
         cpus = len(psutil.Process().cpu_affinity() or ()) or (os.cpu_count() or 1)
-        load = psutil.getloadavg()[0]
     except (ImportError, AttributeError, OSError):
-        cpus, load = os.cpu_count() or 1, 0.0
-    return max(1, min(cpus, round(cpus - load + 0.5)))
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, cpus - _busy()))
+
+
+def _busy() -> int:
+    """Other runnable processes right now (``/proc/loadavg``'s running count less this one): the load
+    average lags by a minute, so a run just after another would wrongly see the machine busy."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+        return max(0, running - 1)
+    except (OSError, ValueError, IndexError):
+        try:
+            import psutil
+
+            return round(psutil.getloadavg()[0])
+        except (ImportError, AttributeError, OSError):
+            return 0
 
 
 def plan(items: list) -> list[Unit]:
