@@ -125,17 +125,15 @@ def _utf16(head: bytes) -> str | None:
 
 def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> Iterator:
     """Every unit read by this process, each into its own state (as the workers would), one by one."""
-    before = None
     for unit in units:
         if unit.path is None:
             state = LogState()
             yield unit.index, state, _scan_input(state, items[unit.index], extra)
             continue
         try:
-            result = parallel.read(unit, extra, before if unit.start else None)
+            result = parallel.read(unit, extra)
         except OSError as err:
             raise LogInputError(f"{unit.path}: {err.strerror or type(err).__name__}") from err
-        before = parallel.after(result[2], result[1])
         yield result
 
 

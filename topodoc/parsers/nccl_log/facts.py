@@ -17,8 +17,8 @@ from topodoc.parsers.nccl_log import channel, errors, infer, plugins, wordings
 from topodoc.parsers.nccl_log.prefix import Record
 from topodoc.parsers.nccl_log.state import LogState, RankEntry
 
-PROC_LIMIT = 16384  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
-RANK_LIMIT = 16384  # (process, communicator) entries kept; later ones are counted: bounded memory
+PROC_LIMIT = 8192  # (host, pid) pairs kept (a job restarted again and again); later ones are counted
+RANK_LIMIT = 8192  # (process, communicator) entries kept; later ones are counted: bounded memory
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 # every repeat bounded, so a hostile line (up to scan.LINE_LIMIT) costs at most a constant per position
 _IB_DEV = re.compile(

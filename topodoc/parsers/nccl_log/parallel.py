@@ -28,7 +28,7 @@ from topodoc.parsers.nccl_log.scan import CHUNK_BYTES, Scanner
 from topodoc.parsers.nccl_log.state import LogState
 
 PARALLEL_BYTES = 24 << 20  # measured: below this a second process does not pay
-SPLIT_BYTES = 24 << 20  # a file this big is cut in parts (read one per worker)
+SPLIT_BYTES = 32 << 20  # a file this big is cut in parts (read one per worker)
 _SEEK = 4 << 20  # how far past a cut point a record start is looked for
 _INFO = b" NCCL INFO "
 
@@ -41,6 +41,8 @@ class Unit(NamedTuple):
     path: str | None
     start: int = 0
     end: int | None = None
+    lines_before: int = 0  # lines of the file before ``start`` (evidence is numbered as in the whole file)
+    info_before: bool = False  # an NCCL INFO record came before ``start``
 
 
 def workers(total_bytes: int) -> int:
@@ -100,20 +102,27 @@ def pool_size(units: list[Unit]) -> int:
 
 def analyze_units(units: list[Unit], jobs: int, extra: tuple[str, ...], names: list[str],
                   here) -> tuple[LogState, list]:
-    """Read the units (in a pool of ``jobs`` processes, or with ``here`` -- an iterator of results made
-    by the caller -- when ``jobs`` is 1) and merge each result as it comes, in unit order, so at most one
-    finished part waits beside the merged state."""
+    """Read the units and merge each result as it comes, in unit order: with ``here`` (an iterator of
+    results made by the caller) when ``jobs`` is 1, else this process and a pool of ``jobs - 1`` workers
+    (:func:`_shared`), so at most one finished part per worker waits beside the merged state."""
     if jobs < 2:
         return merge(here, names)
-    import multiprocessing  # here: a log read in this process (the usual small one) never loads it
+    import multiprocessing  # only where a pool starts: a small log never pays for the import
 
     context = multiprocessing.get_context("fork")
-    with context.Pool(jobs) as pool:
-        return merge(pool.imap(_read_unit, [(u, extra) for u in units], chunksize=1), names)
+    with context.Pool(jobs - 1) as pool:
+        return merge(_shared(pool, units, jobs, extra), names)
 
 
-def _read_unit(args: tuple[Unit, tuple[str, ...]]) -> tuple[int, LogState, InputStats]:
-    return read(*args)
+def _shared(pool, units: list[Unit], jobs: int, extra: tuple[str, ...]):
+    """The units' results in order: every ``jobs``-th unit read by this process (no copy of its state
+    crosses a pipe), the others by the pool, handed out no further ahead than the next ``jobs`` units."""
+    pending: dict[int, object] = {}
+    for i, unit in enumerate(units):
+        for j in range(i, min(len(units), i + jobs)):
+            if j % jobs and j not in pending:
+                pending[j] = pool.apply_async(read, (units[j], extra))
+        yield read(unit, extra) if i % jobs == 0 else pending.pop(i).get()
 
 
 def merge(results, names: list[str]) -> tuple[LogState, list]:
@@ -136,41 +145,17 @@ def merge(results, names: list[str]) -> tuple[LogState, list]:
     return state if state is not None else LogState(), [stats[i] for i in sorted(stats)]
 
 
-def read(unit: Unit, extra: tuple[str, ...], before: tuple[int, bool] | None = None
-         ) -> tuple[int, LogState, InputStats]:
-    """Read one file unit into a new state; ``before``: the lines before it and whether an NCCL INFO
-    record came before, when the caller knows them (else counted here)."""
+def read(unit: Unit, extra: tuple[str, ...]) -> tuple[int, LogState, InputStats]:
+    """Read one file unit into a new state."""
     state = LogState()
     with open(unit.path, "rb") as raw:
         scanner = Scanner(state, unit.path, extra)
         if unit.start:
-            _skip_to(scanner, raw, unit.start, before)
+            raw.seek(unit.start)
+            scanner.lines, scanner.seen_info, scanner.size = unit.lines_before, unit.info_before, unit.start
         stream = raw if unit.end is None else io.BufferedReader(_Range(raw, unit.end - unit.start))
         stats = scanner.run(stream)
     return unit.index, state, dataclasses.replace(stats, bytes=stats.bytes - unit.start)
-
-
-def after(scanner_stats: InputStats, state: LogState) -> tuple[int, bool]:
-    """What :func:`read` needs to go on with the next part of a file read here."""
-    return scanner_stats.lines, state.info_seen
-
-
-def _skip_to(scanner: Scanner, raw: BinaryIO, start: int, before: tuple[int, bool] | None) -> None:
-    """Count the lines before ``start`` (so evidence is numbered as in the whole file) and whether an
-    NCCL INFO record came before; leave ``raw`` at ``start``."""
-    if before is not None:
-        raw.seek(start)
-        scanner.lines, scanner.seen_info, scanner.size = before[0], before[1], start
-        return
-    left, lines, seen = start, 0, False
-    while left > 0:
-        data = raw.read(min(CHUNK_BYTES * 4, left))
-        if not data:
-            break
-        lines += data.count(b"\n")
-        seen = seen or _INFO in data
-        left -= len(data)
-    scanner.lines, scanner.seen_info, scanner.size = lines, seen, start
 
 
 def _cut(index: int, path: str, size: int, parts: int) -> list[Unit]:
@@ -182,7 +167,25 @@ def _cut(index: int, path: str, size: int, parts: int) -> list[Unit]:
             if at is not None and at > cuts[-1]:
                 cuts.append(at)
     ends = [*cuts[1:], None]
-    return [Unit(index, path, start, end) for start, end in zip(cuts, ends, strict=True)]
+    counted = _lines_before(path, cuts)
+    return [Unit(index, path, start, end, *counted[k]) for k, (start, end) in enumerate(zip(cuts, ends,
+                                                                                            strict=True))]
+
+
+def _lines_before(path: str, cuts: list[int]) -> list[tuple[int, bool]]:
+    """(lines, NCCL INFO record seen) before each cut: one pass of ``bytes.count`` up to the last cut."""
+    out, lines, seen, pos, carry = [(0, False)], 0, False, 0, b""
+    with open(path, "rb") as raw:
+        for cut in cuts[1:]:
+            while pos < cut:
+                data = raw.read(min(CHUNK_BYTES * 8, cut - pos))
+                if not data:
+                    break
+                lines += data.count(b"\n")
+                seen = seen or _INFO in carry + data
+                carry, pos = data[-len(_INFO) :], pos + len(data)
+            out.append((lines, seen))
+    return out
 
 
 def _record_start(raw: BinaryIO, near: int) -> int | None:

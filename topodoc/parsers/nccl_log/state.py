@@ -13,7 +13,7 @@ from topodoc.logmodel import RELATED_LIMIT, Evidence, NetDevice
 
 SEEN_LIMIT = 16384
 DEVS_LIMIT = 64  # devices remembered per process
-PHASE_LIMIT = 8192  # processes whose phase lines are kept (the latest ones)
+PHASE_LIMIT = 4096  # processes whose phase lines are kept (the latest ones)
 WATCHDOG_LIMIT = 4096  # ranks whose watchdog timeout is remembered
 CONN_LIMIT = 262144  # distinct connection keys kept (a real job has a few per rank); later lines counted
 Proc = tuple  # (host or None, pid or None)
