@@ -28,7 +28,7 @@ from topodoc.parsers.nccl_log.scan import CHUNK_BYTES, Scanner
 from topodoc.parsers.nccl_log.state import LogState
 
 PARALLEL_BYTES = 24 << 20  # measured: below this a second process does not pay
-SPLIT_BYTES = 32 << 20  # a file this big is cut in parts (read one per worker)
+SPLIT_BYTES = 16 << 20  # a file this big is cut in parts of about this size (small parts: small states)
 _SEEK = 4 << 20  # how far past a cut point a record start is looked for
 _INFO = b" NCCL INFO "
 
