@@ -112,6 +112,10 @@ class Scanner:
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
         own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
         self.gates = scan_gates() + own + (b"NET/OFI",)
+        # connection lines folded in C and not yet added to the state (see _fold_conns)
+        self.pair_keys: dict[tuple[bytes, bytes], tuple | None] = {}
+        self.pair_lines: Counter = Counter()
+        self.tail_lines: Counter = Counter()
         self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
 
     def run(self, stream: BinaryIO) -> InputStats:
@@ -121,6 +125,7 @@ class Scanner:
             if block:
                 self._block(block)
         self._flush_pending()
+        self._flush_conns()
         self.state.info_seen = self.state.info_seen or self.seen_info
         return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
 
@@ -208,35 +213,59 @@ class Scanner:
             events.append((start, _NEWCONN, (key, count)))
 
     def _fold_conns(self, block: bytes, counts: Counter, events: list, split: tuple) -> bool:
-        """Add the folded lines ``(prefix, text after "Channel ")`` -> lines; ``False`` (and nothing
-        added) when one of them needs the grammar: a line holding two records, a line cut before "via",
-        a prefix-less or odd one."""
+        """Take the block's folded lines ``(prefix, text after "Channel NN/N : ")`` -> lines; ``False``
+        (and nothing taken) when one of them needs the grammar: a line holding two records, a line cut
+        before "via", a prefix-less or odd one. A pair met for the first time gets its key (and, when the
+        key is new, its first line as evidence, in file order); the counts wait in ``Counter``s, added up
+        in C block after block, and reach the state once per distinct pair (:meth:`_flush_conns`): a rank's
+        lines spread over every block of a big interleaved log cost no Python work per block."""
         for (tail, rest), _n in counts.items():
             if not tail or rest == b"\0" or b"NCCL" in tail or b" NCCL " in rest or _torn(rest):
                 return False
-        conns, places, new = self.state.conn_raw, self.places, []
-        for tail, lines in Counter(split[1]).items():
-            who = self._who(tail)
-            if who is not None:
-                facts.connection_lines(self.state, who, lines)
-        for (tail, rest), lines in counts.items():
+        keys, conns, places = self.pair_keys, self.state.conn_raw, self.places
+        new = [pair for pair in counts if pair not in keys]
+        if len(keys) + len(new) > CACHE_LIMIT:
+            self._flush_conns()
+            keys.clear()
+        firsts = []
+        for pair in new:
+            tail, rest = pair
             if channel.VIA not in rest:
-                continue  # channel listings: nothing to learn
+                keys[pair] = None  # channel listings: nothing to learn
+                continue
             place = places.get(tail)
             if place is None:
                 if len(places) >= CACHE_LIMIT:
                     places.clear()
                 place = places[tail] = channel.place(tail)
-            key = (place, rest[: channel.KEY_LIMIT])
+            key = keys[pair] = (place, rest[: channel.KEY_LIMIT])
+            if key not in conns:
+                firsts.append((pair, key))
+        if firsts:
+            starts = _first_lines(split, {pair for pair, _key in firsts})
+            events.extend((starts[pair], _NEWCONN, (key, 0)) for pair, key in dict(firsts).items())
+        self.pair_lines.update(counts)
+        self.tail_lines.update(split[1])
+        return True
+
+    def _flush_conns(self) -> None:
+        """Add the connection lines counted so far to the state: per key, and per process."""
+        conns, keys = self.state.conn_raw, self.pair_keys
+        for pair, lines in self.pair_lines.items():
+            key = keys.get(pair)
+            if key is None:
+                continue
             entry = conns.get(key)
             if entry is not None:
                 entry[0] += lines
             else:
-                new.append(((tail, rest), key, lines))
-        if new:
-            starts = _first_lines(split, {pair for pair, _key, _lines in new})
-            events.extend((starts[pair], _NEWCONN, (key, lines)) for pair, key, lines in new)
-        return True
+                self.state.conns_dropped += lines  # past the table's limit
+        for tail, lines in self.tail_lines.items():
+            who = self._who(tail)
+            if who is not None:
+                facts.connection_lines(self.state, who, lines)
+        self.pair_lines.clear()
+        self.tail_lines.clear()
 
     def _conn_line(self, block: bytes, start: int, msg: bytes, tail: bytes, new: dict, events: list) -> None:
         """One connection record read on its own (its line start, message and prefix)."""
@@ -315,7 +344,7 @@ class Scanner:
         for start, kind, data in events:
             if start < done:
                 if kind == _NEWCONN:  # its line was read by the grammar (a glued line): add its count
-                    self._add_conn(data[0], data[1] - 1, None)
+                    self._add_conn(data[0], max(data[1] - 1, 0), None)
                 continue
             if self.pending or self.last_error_at:
                 number += count(_NL, pos, done)
@@ -373,7 +402,7 @@ class Scanner:
         entry = self.state.conn_raw.get(key)
         if entry is not None:
             entry[0] += lines
-        elif ev is not None and lines > 0:
+        elif ev is not None:  # (lines 0: a folded key, counted by _flush_conns)
             self.state.new_conn(key, lines, ev)
 
     def _info(self, number: int, tail: bytes, msg: bytes, raw: bytes) -> None:
