@@ -17,7 +17,7 @@ Shapes (sizes at ``--scale 1``; ``--scale 0.05`` gives a quick run on a shared m
 
 Each shape runs ``topodoc logs --json`` (output to a file) and ``grep -c NCCL`` (stdout to a file: grep
 stops early on /dev/null) in the same run and prints MB/s, the ratio (wall and CPU) and the peak RSS
-summed over every process of the run (sampled from /proc; the analyzer reads inputs over 24 MB in worker
+summed over every process of the run (sampled from /proc; the analyzer reads inputs over 48 MB in worker
 processes when cores are free, ``TOPODOC_JOBS=1`` keeps it to one), plus the size of the JSON; grep's wall
 and CPU are the least of three runs (at a small ``--scale`` its CPU is a few clock ticks). ``--src DIR`` runs
 the topodoc found in DIR (e.g. ``/work/main`` for a before/after comparison).
@@ -292,7 +292,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="logs-bench-")
     os.makedirs(folder, exist_ok=True)
-    jobs = os.environ.get("TOPODOC_JOBS", "auto: free CPUs, inputs over 24 MB")
+    jobs = os.environ.get("TOPODOC_JOBS", "auto: free CPUs, inputs over 48 MB")
     print(f"topodoc from {args.src or 'this checkout'}, scale {args.scale}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}, worker processes {jobs}")
     try:

@@ -3,9 +3,9 @@
 Per-rank and per-node files are the common case of a big job's logs, and one process reads about 80 MB/s:
 :func:`plan` gives each file (and each part of a file over :data:`SPLIT_BYTES`) to a worker of a ``fork``
 pool, when the inputs are big enough for a second process to pay (:data:`PARALLEL_BYTES`: forking and
-sending a state back cost a few tens of milliseconds; measured on this project's 2-core machine, a 36 MB
-4096-rank init log read by two processes took 1.4 s instead of 1.6 s, a 96 MB restarting job 1.6 s instead
-of 2.5 s) and cores are free: the workers are the CPUs this
+sending a state back cost a few tens of milliseconds; measured on this project's 2-core machine: a 36 MB
+4096-rank init log took 1.7 s either way (its states are big to send), a 200 MB log 1.7 s instead of 2.7 s,
+a 96 MB restarting job 1.6 s instead of 2.5 s) and cores are free: the workers are the CPUs this
 process may run on (``psutil``'s CPU affinity) less the processes running on them right now (a second
 process was measured to give nothing on a busy 2-core machine). ``TOPODOC_JOBS=N`` sets the number (``1``:
 one process). Each worker fills its own :class:`LogState`; they are merged in input order
@@ -27,7 +27,7 @@ from topodoc.parsers.nccl_log import facts
 from topodoc.parsers.nccl_log.scan import CHUNK_BYTES, Scanner
 from topodoc.parsers.nccl_log.state import LogState
 
-PARALLEL_BYTES = 24 << 20  # measured: below this a second process does not pay
+PARALLEL_BYTES = 48 << 20  # measured: below this a second process does not pay
 SPLIT_BYTES = 16 << 20  # a file this big is cut in parts of about this size (small parts: small states)
 _SEEK = 4 << 20  # how far past a cut point a record start is looked for
 _INFO = b" NCCL INFO "
