@@ -5,6 +5,7 @@ analysis a sane input gives. (Time is measured once in the report, not asserted 
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -188,3 +189,32 @@ def test_an_nccl_prefix_inside_another_line_starts_a_record_and_names_no_host():
     )
     assert analysis.summary.hosts == ("node-a",)
     assert [(c.host, c.rank, c.peer) for c in analysis.connections] == [("node-a", 0, 2)]
+
+
+def test_one_endless_line_is_read_in_bounded_memory():
+    """256 MB without a newline, then a WARN, piped to `topodoc logs -`: the line is kept by its two ends
+    (all the grammar reads of an over-long line), so memory stays bounded; it used to be copied whole on
+    every block read (memory as big as the line, time quadratic in it). The peak RSS is read in a fresh
+    parent process, so no other test's children count."""
+    head = b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    writer = (
+        f"import sys; out = sys.stdout.buffer; out.write({head!r}); chunk = b'x' * (1 << 20)\n"
+        "for _ in range(256): out.write(chunk)\n"
+        "out.write(b' h:1:1 [0] misc/socket.cc:50 NCCL WARN the end\\n')"
+    )
+    parent = (
+        "import resource, subprocess, sys\n"
+        f"w = subprocess.Popen([sys.executable, '-c', {writer!r}], stdout=subprocess.PIPE)\n"
+        "r = subprocess.run([sys.executable, '-m', 'topodoc', 'logs', '--json', '-'], stdin=w.stdout,"
+        " capture_output=True)\n"
+        "w.wait()\n"
+        "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+        "sys.stdout.buffer.write(r.stdout); sys.exit(r.returncode)"
+    )
+    run = subprocess.run([sys.executable, "-c", parent], capture_output=True)
+    assert run.returncode == 0, run.stderr[-400:]
+    data = json.loads(run.stdout)
+    assert data["inputs"][0]["long_lines"] == 1 and data["inputs"][0]["bytes"] > 256 << 20
+    assert [e["text"][-12:] for e in data["errors"]] == ["WARN the end"]
+    assert all(len(e["text"]) < LINE_LIMIT * 3 for e in data["errors"])
+    assert int(run.stderr.decode().strip().splitlines()[-1]) < 200 * 1024  # KiB: not the line's size

@@ -40,6 +40,8 @@ CACHE_LIMIT = 16384
 # characters); a longer line is read as its first and last LINE_LIMIT // 2 characters and counted in
 # InputStats.long_lines, so no pattern ever walks an unbounded line and nothing is dropped silently
 LINE_LIMIT = 4096  # also keeps every number below int()'s 4300-digit limit
+CARRY_LIMIT = 1 << 20  # a line still open after this many bytes keeps only its two ends: memory and time
+# stay linear on one endless line
 _INFO = b" NCCL INFO "
 _NL = b"\n"
 # every "NCCL" except INFO records with nothing to learn: trees, ring orders ("Ring 00 : 3 -> 0 -> 1"),
@@ -561,6 +563,8 @@ def _read_blocks(stream: BinaryIO, chunk: int):
         block = carry + data
         cut = block.rfind(_NL) + 1
         carry = block[cut:]
+        if len(carry) > CARRY_LIMIT:  # a line with no end in sight: keep its two ends (all the grammar reads)
+            carry = carry[:LINE_LIMIT] + " … ".encode() + carry[-LINE_LIMIT:]
         yield block[:cut], len(data)  # empty when no line has ended yet
     if carry:
         yield carry + _NL, 0
