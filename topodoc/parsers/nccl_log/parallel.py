@@ -29,6 +29,7 @@ from topodoc.parsers.nccl_log.state import LogState
 
 PARALLEL_BYTES = 48 << 20  # measured: below this a second process does not pay
 SPLIT_BYTES = 16 << 20  # a file this big is cut in parts of about this size (small parts: small states)
+MAX_JOBS = 64  # TOPODOC_JOBS beyond this is taken as this
 _SEEK = 4 << 20  # how far past a cut point a record start is looked for
 _INFO = b" NCCL INFO "
 
@@ -49,7 +50,7 @@ def workers(total_bytes: int) -> int:
     """How many processes pay for ``total_bytes`` of input (1: read them here)."""
     forced = os.environ.get("TOPODOC_JOBS", "")
     if forced.isdigit() and int(forced) > 0:
-        return int(forced)
+        return min(int(forced), MAX_JOBS)
     if total_bytes < PARALLEL_BYTES:
         return 1
     try:
