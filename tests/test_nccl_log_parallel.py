@@ -82,3 +82,19 @@ def test_small_inputs_stay_in_one_process(monkeypatch):
     assert parallel.workers(parallel.PARALLEL_BYTES - 1) == 1
     monkeypatch.setenv("TOPODOC_JOBS", "4")
     assert parallel.workers(10) == 4
+
+
+def test_a_process_running_threads_reads_here(tmp_path):
+    import threading
+
+    plain = tmp_path / "c.log"
+    plain.write_bytes(b"h:1:1 [0] NCCL INFO x\n")
+    units = parallel.plan([str(plain), str(plain)])
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        assert parallel.pool_size(units) == 1  # fork beside another thread could copy a held lock
+    finally:
+        stop.set()
+        worker.join()

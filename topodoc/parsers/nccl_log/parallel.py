@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import threading
 from typing import BinaryIO, NamedTuple
 
 from topodoc.logmodel import InputStats
@@ -94,8 +95,10 @@ def plan(items: list) -> list[Unit]:
 
 
 def pool_size(units: list[Unit]) -> int:
-    """Worker processes for ``units``: 1 (read here) unless they are all plain files and big enough."""
-    if len(units) < 2 or any(u.path is None for u in units):
+    """Worker processes for ``units``: 1 (read here) unless they are all plain files and big enough, and
+    this process runs no other thread (``fork`` copies locks other threads may hold: the agent, a caller's
+    thread pool)."""
+    if len(units) < 2 or any(u.path is None for u in units) or threading.active_count() > 1:
         return 1
     total = sum((u.end if u.end is not None else os.path.getsize(u.path)) - u.start for u in units)
     return min(workers(total), len(units))
