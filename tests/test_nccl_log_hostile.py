@@ -4,6 +4,7 @@ analysis a sane input gives. (Time is measured once in the report, not asserted 
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -218,3 +219,19 @@ def test_one_endless_line_is_read_in_bounded_memory():
     assert [e["text"][-12:] for e in data["errors"]] == ["WARN the end"]
     assert all(len(e["text"]) < LINE_LIMIT * 3 for e in data["errors"])
     assert int(run.stderr.decode().strip().splitlines()[-1]) < 200 * 1024  # KiB: not the line's size
+
+
+def test_endless_or_binary_inputs_are_refused_in_one_line(tmp_path):
+    """/dev/zero and /dev/urandom never end, and NUL bytes are no log: exit 2 with one line at once (they
+    used to be read forever); /dev/null is an empty input like any other."""
+    zeros = tmp_path / "zeros.log.gz"
+    with gzip.open(zeros, "wb") as out:
+        out.write(bytes(8 << 20))
+    cases = [(["/dev/zero"], None, "a device"), (["/dev/urandom"], None, "a device"),
+             ([str(zeros)], None, "binary data"), (["-"], bytes(1 << 20), "binary data"),
+             (["/dev/null"], None, "no NCCL lines")]
+    for args, stdin, said in cases:
+        run = subprocess.run([sys.executable, "-m", "topodoc", "logs", *args], input=stdin,
+                             capture_output=True, timeout=60)
+        assert run.returncode == 2, (args, run.stderr)
+        assert said in run.stderr.decode() and run.stderr.decode().count("\n") == 1, (args, run.stderr)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
@@ -96,6 +98,37 @@ class _Joined(io.RawIOBase):
         return len(data)
 
 
+def _not_a_device(name: str, fd: int) -> None:
+    """A character device other than a terminal (``/dev/zero``, ``/dev/urandom``) is endless: refused."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISCHR(mode) and not os.isatty(fd) and not _is_null(os.fstat(fd)):
+        raise LogInputError(f"{name}: a device, not a log (it never ends)")
+
+
+def _is_null(info: os.stat_result) -> bool:
+    """``/dev/null`` (an empty input, not an endless one)."""
+    try:
+        return info.st_rdev == os.stat(os.devnull).st_rdev
+    except OSError:
+        return False
+
+
+def _text_log(name: str, stream: BinaryIO) -> BinaryIO:
+    """``stream``, refused when it starts with NUL bytes only (``/dev/zero`` through a pipe, a zero-filled
+    gzip bomb, a disk image): binary data, not a text log, and maybe endless."""
+    peek = getattr(stream, "peek", None)
+    head = peek(_SNIFF)[:_SNIFF] if peek else b""
+    if len(head) >= 64 and not head.strip(b"\0"):
+        raise LogInputError(f"{name}: binary data (NUL bytes), not a text log")
+    return stream
+
+
+_SNIFF = 4096
+
+
 def utf8_stream(stream: BinaryIO) -> BinaryIO:
     """``stream`` itself, or a UTF-8 view of it when it is UTF-16 (a BOM, or NUL in every other byte)."""
     peek = getattr(stream, "peek", None)
@@ -152,13 +185,16 @@ def analyze_text(text: str, name: str = "<text>") -> LogAnalysis:
 
 def _scan_input(state: LogState, item: Input, extra: tuple[str, ...] = ()) -> InputStats:
     if isinstance(item, tuple):
-        return Scanner(state, item[0], extra).run(utf8_stream(item[1]))
+        return Scanner(state, item[0], extra).run(_text_log(item[0], utf8_stream(item[1])))
     if item == "-":
-        return Scanner(state, "<stdin>", extra).run(utf8_stream(sys.stdin.buffer))
+        _not_a_device("<stdin>", sys.stdin.fileno())
+        return Scanner(state, "<stdin>", extra).run(_text_log("<stdin>", utf8_stream(sys.stdin.buffer)))
     opener = gzip.open if item.endswith(".gz") else open
     try:
         with opener(item, "rb") as raw:
-            return Scanner(state, item, extra).run(utf8_stream(raw))
+            if not item.endswith(".gz"):
+                _not_a_device(item, raw.fileno())
+            return Scanner(state, item, extra).run(_text_log(item, utf8_stream(raw)))
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise LogInputError(f"{item}: {reason}") from err
