@@ -15,6 +15,7 @@ from topodoc.parsers.nccl_log.state import LogState
 
 _FAMILIES = (
     ("GPUDirectTCPX", "TCPX"), ("FasTrak", "TCPXO"), ("TCPXO", "TCPXO"), ("gIB", "gIB"), ("IBext", "IBext"),
+    ("NCCL RDMA Plugin", "IBext"),  # HPC-X's RDMA/SHARP plugin under its newer name ("P2P plugin IBext_v8")
     ("FastSocket", "FastSocket"), ("Socket", "Socket"),  # Google's Fast Socket is a TCP plugin of its own
 )
 _DISABLES = {
@@ -132,6 +133,8 @@ def decide_gdr(state: LogState, conns, transport: str | None):
         return _from_lines(on, off)
     on = [ev for (_h, enabled), ev in state.gdr_lines.items() if enabled]
     off = [ev for (_h, enabled), ev in state.gdr_lines.items() if not enabled]
+    if not (on or off) and "gdr" in state.collnet:  # "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA"
+        on = [state.collnet["gdr"]]
     return _from_lines(on, off) if on or off else (None, None, ())
 
 

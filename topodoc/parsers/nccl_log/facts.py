@@ -343,6 +343,8 @@ def _nvls(state: LogState, rec: Record, ev: Evidence) -> None:
 def _collnet(state: LogState, rec: Record, ev: Evidence) -> None:
     if " via " in rec.msg:
         state.collnet.setdefault("used", ev)
+        if "via COLLNET/" in rec.msg and "/GDRDMA" in rec.msg:  # the CollNet (SHARP) path with GPUDirect RDMA
+            state.collnet.setdefault("gdr", ev)
 
 
 def _comm(state: LogState, rec: Record, ev: Evidence) -> None:

@@ -87,6 +87,7 @@ _TESTS_RANK = re.compile(
 )
 _APP_ERROR = re.compile(
     r"Watchdog caught|NCCL error in|DistBackendError|nccl\w*Error:|Cuda failure|CUDA error:|NCCL WARN"
+    r"|Test (?:CUDA|NCCL) failure"
 )
 _LAST_ERROR = "Last error:"
 _FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code

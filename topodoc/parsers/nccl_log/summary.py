@@ -63,7 +63,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     chosen = plugin_lines.chosen_networks(conn_nets, set(state.networks))
     plugins = plugin_lines.freeze(state.plugin_rows, chosen)
     found = _unless_fallback(_errors(state, versions, env, plugins, chosen), transport, nnodes or nodes_min)
-    found = _one_node_needs_no_net(found, nnodes)
+    found = _one_node_needs_no_net(found, nnodes, conns)
     host_versions, wording_mismatch, version_notes = infer.versions(state)
     if wording_mismatch is not None and len(versions) <= 1:
         found = tuple(sorted(found + (wording_mismatch,), key=lambda e: (e.file, e.line)))
@@ -448,13 +448,22 @@ def _unless_fallback(found: tuple[LogError, ...], transport: str | None, nodes: 
     return tuple(replace(e, benign=False) if e.benign and e.category == "no_net_device" else e for e in found)
 
 
-def _one_node_needs_no_net(found: tuple[LogError, ...], nnodes: int | None) -> tuple:
-    """A proven single-node job needs no network: a network device missing there (``Failed to open
-    libibverbs``, ``NET/IB : No device found``) is benign, whatever the catalogue says of it elsewhere."""
-    if nnodes != 1:
+def _one_node_needs_no_net(found: tuple[LogError, ...], nnodes: int | None, conns=()) -> tuple:
+    """A proven single-node job whose ranks do not connect through the network needs no network: a
+    network device missing there (``Failed to open libibverbs``, ``NET/IB : No device found``), a network
+    plugin that does not initialise, or the socket interface NCCL picked (``lo``, a bridge, a link-local
+    address: bootstrap works over any of them inside one machine) is benign, whatever the catalogue says
+    of it on a multi-node job. (NIC loopback inside one node does use the network: nothing changes then.)"""
+    if nnodes != 1 or any(c.transport.startswith("NET/") for c in conns):
         return found
-    return tuple(replace(e, benign=True) if e.category == "no_net_device" and not e.benign else e
-                 for e in found)
+    return tuple(replace(e, benign=True) if not e.benign and _net_only(e) else e for e in found)
+
+
+def _net_only(error: LogError) -> bool:
+    """A finding about the network path only (no device, a plugin, the socket interface choice)."""
+    if error.category in ("no_net_device", "plugin_error"):
+        return True
+    return error.category == "socket_error" and (error.signature or "").startswith("socket-iface-")
 
 
 def _error(entry) -> LogError:
