@@ -105,9 +105,10 @@ WORDINGS: tuple[Wording, ...] = (
         "plugin-internal-network",
         "NET/Plugin",
         r"^NET/Plugin: Could not find: .{1,400}Using internal network plugin",
-        "2.23",
+        "2.22",
         "2.25",
-        "REFERENCE.md §1.7 (2.23-2.25)",
+        "REFERENCE.md §1.7 (2.23-2.25); 2.22.3 in fixtures/logs/real/"
+        "ib-single-node-2-22-sendrecv-p2p-read (nccl-tests#331)",
     ),
     _w(
         "plugin-internal-net",
@@ -129,9 +130,10 @@ WORDINGS: tuple[Wording, ...] = (
         "init-busid-no-commid",
         "comm",
         r"^comm \S{1,40} rank \d{1,9} nranks \d{1,9} cudaDev \d{1,6} busId \w{1,20} - Init COMPLETE",
-        "2.7",
+        "2.6",
         "2.15",
-        "REFERENCE.md §1.13 (2.7-2.12 row; 2.16 adds commId)",
+        "REFERENCE.md §1.13 (2.7-2.12 row; 2.16 adds commId); 2.6.4 in fixtures/logs/real/"
+        "efa-2-6-eks-p3dn-two-nodes (aws-efa-eks)",
     ),
     _w(
         "init-busid-commid",
@@ -170,9 +172,10 @@ WORDINGS: tuple[Wording, ...] = (
         "init-rank-tag",
         "[Rank",
         r"^\[Rank \d{1,9}\] nccl\w{1,40} comm ",
-        "2.30",
+        "2.29",
         None,
-        "REFERENCE.md §1.13 ([Rank N] <api> comm ..., 2.30)",
+        "REFERENCE.md §1.13 ([Rank N] <api> comm ..., 2.30); 2.29.2 in fixtures/logs/real/"
+        "socket-p2p-shm-disabled-af-unix-2-29-ungrouped-sendrecv (nccl#2057)",
     ),
     _w(
         "comm-mnnvl",
