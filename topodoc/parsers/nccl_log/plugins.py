@@ -9,7 +9,8 @@ Formats (REFERENCE.md §1.7 by NCCL version; §1.8 aws-ofi-nccl; §1.9 GCP; HPC-
   DLERROR``; the same shapes with ``TUNER/``, ``PROFILER/`` and ``ENV/`` in front;
 - ``NET/Plugin: Loaded net|coll|collnet plugin NAME (vN)``, ``NET/Plugin: Failed to find ncclNetPlugin_vN
   symbol.``, ``... symbol (>= v5) ...``; 2.27+: ``Initialized NET plugin NAME``, ``Assigned NET plugin NAME to
-  comm``, ``Failed to initialize NET plugin NAME``; HPC-X: ``Plugin Path : PATH``, ``P2P plugin IBext_v8``;
+  comm``, ``Failed to initialize NET plugin NAME``; HPC-X: ``Plugin Path : PATH``,
+  ``P2P plugin [v8] IBext_v8``;
 - the plugins' own lines: ``NET/OFI Initializing aws-ofi-nccl 1.9.1-aws`` (older ``NET/OFI Using aws-ofi-nccl
   1.3.0aws``) and its init failures, ``NET/gIB : Initializing gIB v1.0.3``, ``NET/FasTrak v1.0.15``,
   ``Initializing network FasTrak, version: 1.0.17``, ``NET/GPUDirectTCPX ver. 3.1.8.``.
@@ -92,8 +93,9 @@ def note(rows: dict, msg: str, ev: Evidence, env_plugin: str | None = None) -> b
         _see(rows, "net", found[2], strength, ev, detail=msg if strength == FAILED else None)
         return True
     if msg.startswith("P2P plugin ") and len(msg.split()) > 2:  # the loaded plugin's network name
-        _rename_loaded(rows, msg.split()[2])
-        _see(rows, "net", msg.split()[2], LOADED, ev, library=rows.get(_PATH))
+        name = msg.split()[-1]  # "P2P plugin IBext_v8"; HPC-X 2.2x: "P2P plugin v8 IBext_v8"
+        _rename_loaded(rows, name)
+        _see(rows, "net", name, LOADED, ev, library=rows.get(_PATH))
         return True
     if msg.startswith("Plugin Path : "):
         rows[_PATH] = msg.split(" : ", 1)[1].strip()
