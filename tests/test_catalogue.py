@@ -180,3 +180,13 @@ def test_framework_nccl_version_mangled_code_is_not_a_version(line, version):
 ])
 def test_lines_outside_the_records_shapes_match_nothing(line):
     assert catalogue.match(line) is None
+
+
+@pytest.mark.parametrize(("footer", "signature"), [
+    ("# Out of bounds values : 0 OK", None),
+    ("# Out of bounds values : 24 FAILED", "nccl-tests-out-of-bounds-failed"),
+])
+def test_nccl_tests_footer_is_an_error_only_when_it_failed(footer, signature):
+    text = f"node-a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n{footer}\n"
+    analysis = analyze([("x", io.BytesIO(text.encode()))], catalogue.scan_literals())
+    assert [e.signature for e in analysis.errors] == ([signature] if signature else [])
