@@ -153,3 +153,40 @@ def test_every_example_through_the_analyzer(sig, index, example):
     mine = [e for e in found if e.signature == sig.id]
     assert mine and not [e for e in other if e.signature == sig.id]
     assert (mine[0].fix, mine[0].cause, mine[0].benign) == (sig.fix, sig.cause, sig.benign)
+
+
+@pytest.mark.parametrize(("line", "version"), [
+    # PyTorch 1.10-era releases print NCCL 2.10.3's version code 21003 as "21.0.3": not a release to report
+    ("  what():  NCCL error: unhandled system error, NCCL version 21.0.3", None),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:891, internal error, "
+     "NCCL version 21.0.3", None),
+    ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system error, "
+     "NCCL version 2.4.8", "2.4.8"),
+])
+def test_framework_nccl_version_mangled_code_is_not_a_version(line, version):
+    sig = catalogue.match(line)
+    assert sig is not None
+    assert catalogue.fields(sig, line).get("nccl_version") == version
+    analysis = analyze([("x", io.BytesIO((line + "\n").encode()))], catalogue.scan_literals())
+    assert analysis.summary.nccl_version == version
+    assert analysis.summary.nccl_versions == ((version,) if version else ())
+
+
+@pytest.mark.parametrize("line", [
+    # the rows of hex that libmlx5 prints after "got completion with error:" hold no literal: never matched
+    "00000000 00008813 10012abe 0dd0c1d3",
+    # a Slurm cancel with a reason other than the time limit is not the time-limit record
+    "slurmstepd: error: *** STEP 3495064.0 ON node-a CANCELLED AT 2021-10-27T19:35:36 DUE TO PREEMPTION ***",
+])
+def test_lines_outside_the_records_shapes_match_nothing(line):
+    assert catalogue.match(line) is None
+
+
+@pytest.mark.parametrize(("footer", "signature"), [
+    ("# Out of bounds values : 0 OK", None),
+    ("# Out of bounds values : 24 FAILED", "nccl-tests-out-of-bounds-failed"),
+])
+def test_nccl_tests_footer_is_an_error_only_when_it_failed(footer, signature):
+    text = f"node-a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n{footer}\n"
+    analysis = analyze([("x", io.BytesIO(text.encode()))], catalogue.scan_literals())
+    assert [e.signature for e in analysis.errors] == ([signature] if signature else [])
