@@ -40,7 +40,7 @@ _KV = re.compile(
     r"\b(rank|nranks|nRanks|cudaDev|nvmlDev|busId|commId|nNodes|localRanks|localRank|comm) (\S+)"
 )
 _OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:, fabric is (\S+))?")
-_OFI_TEST_NET = re.compile(r"NCCLNet device used on \S{1,255} is ([\w ]{1,64}?)\.?$")
+_OFI_TEST_NET = re.compile(r"NCCLNet device used on (\S{1,255}) is ([\w ]{1,64}?)\.?$")
 _OFI_VERSION = re.compile(r"Initializing (aws-ofi-nccl \S+)")
 _RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
 _ENV = re.compile(r"^((?:NCCL|OFI_NCCL|FI)_\w+) set (?:by environment )?to (.*?)\.?$")
@@ -281,9 +281,10 @@ def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
 
 def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
     _note_plugin(state, rec, ev)
-    used = _OFI_TEST_NET.search(rec.msg)  # aws-ofi-nccl's test binaries name the network they run on
+    used = _OFI_TEST_NET.search(rec.msg)  # aws-ofi-nccl's test binaries name the network and the host
     if used:
-        _network(state, used[1], ev)
+        _network(state, used[2], ev)
+        state.host_lines.setdefault(used[1], ev)  # "Process rank 1 started. NCCLNet device used on HOST"
     found = _OFI_PROVIDER.search(rec.msg)
     if found:
         state.ofi.setdefault("provider", (found[1], ev))
