@@ -141,3 +141,12 @@ def test_cli_json_of_a_big_job(tmp_path):
     rows = [line for line in run.stdout.decode().splitlines() if line.startswith('    {"rank": ')]
     ranks = [row for row in rows if '"cuda_dev": ' in row]  # one line a rank (and one a connection)
     assert len(ranks) == 512 and len(rows) == 512 + len(data["connections"])
+
+
+def test_a_line_holding_a_catalogue_literal_but_matching_no_signature_is_no_error():
+    """nccl-tests' footer holds the out-of-bounds record's literal whatever the count: `0 OK` is no failure
+    (it used to be reported as an unexplained warning), `12 FAILED` is the record's finding."""
+    data = (b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+            b"# Out of bounds values : 0 OK\n# Out of bounds values : 12 FAILED\n")
+    found = analyze([("t.log", io.BytesIO(data))], catalogue.scan_literals())
+    assert [(e.line, e.signature) for e in found.errors] == [(3, "nccl-tests-out-of-bounds-failed")]

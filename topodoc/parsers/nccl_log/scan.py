@@ -29,6 +29,7 @@ from itertools import accumulate
 from operator import itemgetter
 from typing import BinaryIO
 
+from topodoc import catalogue
 from topodoc.catalogue.gates import catalogue_literals, covered, scan_gates
 from topodoc.logmodel import Evidence, InputStats
 from topodoc.parsers.nccl_log import channel, errors, facts, prefix
@@ -114,6 +115,7 @@ class Scanner:
         self.extra_text = tuple(e.decode("utf-8") for e in self.extra)
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
         own = tuple(e for e in self.extra if e not in catalogue_literals() and not covered(e.decode()))
+        self.own_text = tuple(e.decode("utf-8") for e in self.extra if e not in catalogue_literals())
         self.gates = scan_gates() + own + (b"NET/OFI",)
         # connection lines folded in C and not yet added to the state (see _fold_conns)
         self.pair_keys: dict[tuple[bytes, bytes], tuple | None] = {}
@@ -484,11 +486,19 @@ class Scanner:
             self._last_error(number, text, ev)
         elif _INTERPRETATION.match(text) and number - self.framework_error_at <= 2:
             self.nccl += 1  # "ncclRemoteError: ..." only restates the wrapper line just above it
-        elif _APP_ERROR.search(text) or (self.extra_text and any(e in text for e in self.extra_text)):
+        elif _APP_ERROR.search(text) or self._catalogued(text):
             self.nccl += 1
             if _FRAMEWORK_ERROR.search(text):
                 self.framework_error_at = number
             facts.handle(self.state, prefix.Record(None, None, None, "ERROR", text.strip()), ev)
+
+    def _catalogued(self, text: str) -> bool:
+        """A line outside NCCL's records that holds one of the caller's own literals, or that a catalogue
+        signature matches (holding a catalogue literal is not enough: ``# Out of bounds values : 0 OK``
+        holds nccl-tests' literal and is no failure)."""
+        if not self.extra_text or not any(e in text for e in self.extra_text):
+            return False
+        return any(e in text for e in self.own_text) or catalogue.match(text) is not None
 
     def _last_error(self, number: int, text: str, ev: Evidence) -> None:
         """PyTorch's ``Last error:`` (the last NCCL WARN text), on the same line or on the next one."""
