@@ -150,3 +150,50 @@ def test_a_line_holding_a_catalogue_literal_but_matching_no_signature_is_no_erro
             b"# Out of bounds values : 0 OK\n# Out of bounds values : 12 FAILED\n")
     found = analyze([("t.log", io.BytesIO(data))], catalogue.scan_literals())
     assert [(e.line, e.signature) for e in found.errors] == [(3, "nccl-tests-out-of-bounds-failed")]
+
+
+# libfabric#4283 (https://github.com/ofiwg/libfabric/issues/4283) and ucx#1569
+# (https://github.com/openucx/ucx/issues/1569): libmlx5's error CQE dump, hosts rewritten; in the second the
+# fourth row runs into UCX's next line, as posted
+CQE_LIBFABRIC = (
+    b"mlx5: node-a: got completion with error:\n"
+    b"00000000 00000000 00000000 00000000\n"
+    b"00000000 00000000 00000000 00000000\n"
+    b"00000002 00000000 00000000 00000000\n"
+    b"00000000 00008813 10012abe 0dd0c1d3\n"
+    b"libfabric:ofi_rxm:cq:rxm_cq_read_write_error():819<warn> fi_cq_readerr: err: 5, prov_err: remote "
+    b"access error (10)\n"
+)
+CQE_UCX = (
+    b"mlx5: node-b: got completion with error:\n"
+    b"00000000 00000000 00000000 00000000\n"
+    b"00000000 00000000 00000000 00000000\n"
+    b"00000000 00000000 00000000 00000000\n"
+    b"00000000 00008813 08006214 0000f6d2[1496344648.549828] [node-b:14872:0]       dc_verbs.c:614  UCX  "
+    b"ERROR Send completion with error on qp 0x6183: remote access error syndrome 0x88\n"
+)
+
+
+def _cqe(data: bytes, chunk: int | None = None):
+    saved = nccl_log_scan.CHUNK_BYTES
+    nccl_log_scan.CHUNK_BYTES = chunk or saved
+    try:
+        found = analyze([("t.log", io.BytesIO(data))], catalogue.scan_literals())
+    finally:
+        nccl_log_scan.CHUNK_BYTES = saved
+    return [e for e in found.errors if e.signature == "mlx5-cqe-completion-error"]
+
+
+def test_an_mlx5_error_cqe_dump_is_decoded_from_its_fourth_row():
+    head = b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    for dump in (CQE_LIBFABRIC, CQE_UCX):
+        for chunk in (None, 64):
+            (cqe,) = _cqe(head + dump, chunk)
+            assert cqe.line == 2 and "lines 2-6): syndrome 0x13 = remote access error" in cqe.explanation
+            assert "vendor syndrome 0x88" in cqe.explanation
+
+
+def test_a_cqe_header_without_its_rows_gets_no_syndrome():
+    data = b"h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nmlx5: node-a: got completion with error:\nok\n"
+    (cqe,) = _cqe(data)
+    assert "This dump" not in cqe.explanation

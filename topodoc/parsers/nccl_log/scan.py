@@ -91,6 +91,19 @@ _APP_ERROR = re.compile(
     r"|Test (?:CUDA|NCCL) failure"
 )
 _LAST_ERROR = "Last error:"
+# libmlx5's error CQE dump: "mlx5: <host>: got completion with error:" then four rows of four hex words
+_CQE_HEADER = re.compile(r"mlx5: [^:\s]{1,255}: got completion with error:")
+_CQE_ROW = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}(?: [0-9a-fA-F]{8}){3}(?![0-9a-fA-F])")
+# mlx5 CQE syndromes (rdma-core providers/mlx5/mlx5dv.h, MLX5_CQE_SYNDROME_*)
+_CQE_SYNDROMES = {
+    0x01: "local length error", 0x02: "local QP operation error", 0x04: "local protection error",
+    0x05: "work request flushed (a consequence of an earlier error on this QP)",
+    0x06: "memory window bind error",
+    0x10: "bad response error", 0x11: "local access error", 0x12: "remote invalid request error",
+    0x13: "remote access error (the peer refused the memory access: its registration or rkey)",
+    0x14: "remote operation error", 0x15: "transport retry counter exceeded (the peer never answered)",
+    0x16: "RNR retry counter exceeded (the peer posted no receive)", 0x22: "remote aborted error",
+}
 _FRAMEWORK_ERROR = re.compile(r"NCCL error(?: in)?:")  # PyTorch's wrapper; its next line interprets the code
 _INTERPRETATION = re.compile(r"^\s*nccl\w*Error: ")
 _PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}:\d{1,20} \[\d{1,6}\] ")
@@ -111,6 +124,7 @@ class Scanner:
         self.wanted: dict[bytes, bool] = {}  # INFO message -> worth the grammar
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
         self.framework_error_at = -9  # the last PyTorch "NCCL error in:" line
+        self.cqe: list | None = None  # [header line, rows read] of an mlx5 error CQE dump being read
         self.extra = tuple(dict.fromkeys(e.encode("utf-8") for e in extra_literals if e))
         self.extra_text = tuple(e.decode("utf-8") for e in self.extra)
         # the catalogue's gates, and the caller's own literals that no gate covers, searched everywhere
@@ -351,39 +365,74 @@ class Scanner:
                 if kind == _NEWCONN:  # its line was read by the grammar (a glued line): add its count
                     self._add_conn(data[0], max(data[1] - 1, 0), None)
                 continue
-            if self.pending or self.last_error_at:
+            if self.pending or self.last_error_at or self.cqe:
                 number += count(_NL, pos, done)
                 pos = done
-                if self.pending or self.last_error_at >= number:
+                if self._waiting(number):
                     pos, number = self._follow(block, pos, number, start)
             number += count(_NL, pos, start)
             pos = start
             end = find(_NL, start)
             self._visit(kind, data, number, block[start:end])
             done = end + 1
-        if self.pending or self.last_error_at:
+        if self.pending or self.last_error_at or self.cqe:
             number += count(_NL, pos, done)
             pos = done
-            if self.pending or self.last_error_at >= number:
+            if self._waiting(number):
                 pos, number = self._follow(block, pos, number, len(block))
         self.lines = number - 1 + count(_NL, pos)
 
+    def _waiting(self, number: int) -> bool:
+        """Line ``number`` must be read whatever it holds: a torn record's continuation, the text a bare
+        ``Last error:`` announced, or a row of an mlx5 error CQE dump."""
+        return bool(self.pending or self.last_error_at >= number or self.cqe)
+
     def _follow(self, block: bytes, pos: int, number: int, stop: int) -> tuple[int, int]:
-        """Read the lines from ``pos`` on, up to ``stop``, while a torn record waits for its continuation
-        or a bare ``Last error:`` for its text; returns where it stopped and that line's number."""
-        while pos < stop and (self.pending or self.last_error_at >= number):
+        """Read the lines from ``pos`` on, up to ``stop``, while :meth:`_waiting`; returns where it stopped
+        and that line's number."""
+        while pos < stop and self._waiting(number):
             end = block.find(_NL, pos)
             raw = block[pos:end]
             if b"NCCL" in raw:  # a record of its own: the walk or the counters read it
                 self._flush_pending()
+                self.cqe = None
                 break
-            self._general(number, raw)
+            if not (self.cqe and self._cqe_row(number, raw)):
+                self._general(number, raw)
             pos, number = end + 1, number + 1
         return pos, number
+
+    def _cqe_row(self, number: int, raw: bytes) -> bool:
+        """A hex row of the error CQE libmlx5 dumps after ``got completion with error:`` (four rows of
+        four 32-bit words); the fourth row's second word ends in the vendor syndrome and the syndrome,
+        which are added to the header line's explanation. ``False`` (and the dump given up) otherwise."""
+        row = _CQE_ROW.search(raw.decode("ascii", "replace"))
+        if row is None:
+            self.cqe = None
+            return False
+        self.cqe[1].append((number, row.group(0).split()))
+        if len(self.cqe[1]) == 4:
+            self._cqe_explained(*self.cqe)
+            self.cqe = None
+        return True
+
+    def _cqe_explained(self, header: int, rows: list) -> None:
+        line, words = rows[3]
+        word = int(words[1], 16)
+        syndrome, vendor = word & 0xFF, (word >> 8) & 0xFF
+        meaning = _CQE_SYNDROMES.get(syndrome, "a syndrome this table does not name")
+        note = (f" This dump (lines {header}-{line}): syndrome 0x{syndrome:02x} = {meaning}, vendor syndrome "
+                f"0x{vendor:02x} (fourth row, second word {words[1]}).")
+        for entry in self.state.errors.values():
+            first = (entry.evidence.file, entry.evidence.line) == (self.name, header)
+            if first and note not in entry.explanation:
+                entry.explanation += note
 
     def _visit(self, kind: int, data, number: int, raw: bytes) -> None:
         if self.pending and kind in (_NEWCONN, _COLL):
             self._flush_pending()
+        if self.cqe and kind == _GENERAL:  # a CQE row that runs into a line worth reading (UCX's, glued)
+            self._cqe_row(number, raw)
         if kind == _GENERAL or (kind == _RECORD and self.pending):
             self._general(number, raw)
         elif kind == _RECORD:
@@ -491,6 +540,8 @@ class Scanner:
             if _FRAMEWORK_ERROR.search(text):
                 self.framework_error_at = number
             facts.handle(self.state, prefix.Record(None, None, None, "ERROR", text.strip()), ev)
+            if _CQE_HEADER.search(text):
+                self.cqe = [number, []]  # the next four lines are the CQE's hex rows
 
     def _catalogued(self, text: str) -> bool:
         """A line outside NCCL's records that holds one of the caller's own literals, or that a catalogue
