@@ -101,7 +101,13 @@ def pool_size(units: list[Unit]) -> int:
     if len(units) < 2 or any(u.path is None for u in units) or threading.active_count() > 1:
         return 1
     total = sum((u.end if u.end is not None else os.path.getsize(u.path)) - u.start for u in units)
-    return min(workers(total), len(units))
+    jobs = min(workers(total), len(units))
+    if jobs > 1:
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return 1  # Windows: a spawned worker would import everything again; not worth it
+    return jobs
 
 
 def analyze_units(units: list[Unit], jobs: int, extra: tuple[str, ...], names: list[str],
