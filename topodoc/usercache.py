@@ -27,16 +27,25 @@ def folder() -> str | None:
     top = os.path.join(base, "topodoc")
     try:
         os.makedirs(base, mode=0o700, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(top, 0o700)
-        info = os.lstat(top)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            return None
-        if info.st_mode & 0o077:
-            os.chmod(top, 0o700)
     except OSError:
         return None
-    return top
+    return top if private_folder(top) else None
+
+
+def private_folder(path: str) -> bool:
+    """Make ``path`` (mode 0700) when missing; True when it is a folder of this user, not a link, and only
+    this user's (group and other bits are cleared)."""
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        if info.st_mode & 0o077:
+            os.chmod(path, 0o700)
+    except OSError:
+        return False
+    return True
 
 
 def read(name: str, cap: int) -> bytes | None:

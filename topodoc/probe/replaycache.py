@@ -37,7 +37,7 @@ import stat
 import sys
 import time
 
-from topodoc import __version__
+from topodoc import __version__, usercache
 
 FORMAT = 1
 MARKER = "COMPLETE"
@@ -63,35 +63,17 @@ def max_bytes() -> int:
 
 
 def cache_root() -> str | None:
-    """The replay cache folder, made 0700 when missing; None when it cannot be used safely."""
+    """The replay cache folder (``replay/`` in :func:`topodoc.usercache.folder`, same rules), made 0700
+    when missing; None when it cannot be used safely."""
     if max_bytes() == 0:
         return None
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):  # the XDG spec: a relative value is ignored
-        home = os.environ.get("HOME", "")
-        if not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    top = os.path.join(base, "topodoc")
-    try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        for folder in (top, os.path.join(top, "replay")):  # each checked before going into it
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, 0o700)
-            if not _private_folder(folder):
-                return None
-    except OSError:
+    top = usercache.folder()
+    if top is None:
+        return None
+    folder = os.path.join(top, "replay")
+    if not usercache.private_folder(folder):
         return None
     return folder if os.access(folder, os.W_OK | os.X_OK) else None
-
-
-def _private_folder(path: str) -> bool:
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        return False
-    if info.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return True
 
 
 # -- locks ---------------------------------------------------------------------------------------
