@@ -32,6 +32,7 @@ import regex
 
 from topodoc.inputs import strip_ansi
 from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
+from topodoc.topology.vocab import SMI_LEVELS
 
 
 class SmiTopoParseError(ValueError):
@@ -44,7 +45,7 @@ P2P_CELLS = frozenset({"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"})
 # Every pattern is linear: possessive repeats and atomic cells never give back what they took, and a
 # search that could start anywhere in a run (``_NIC_CAP``) starts only where the run does.
 _QUOTE = regex.compile(r"^\s*+>++ ?")
-_CELL = r"NV\d++|PIX|PXB|PHB|NODE|SYS|SOC|CNS|GNS|TNS|NS|OK|DR|N/A|X|U"
+_CELL = r"NV\d++|" + "|".join(SMI_LEVELS) + r"|SOC|CNS|GNS|TNS|NS|OK|DR|N/A|X|U"
 _CELL_PART = regex.compile(_CELL)
 _CELL_RUN = regex.compile(rf"(?>{_CELL})++")
 _NAME_PART = regex.compile(r"(?:GPU|NIC)\d++|mlx\d_\d++")

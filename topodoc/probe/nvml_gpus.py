@@ -50,6 +50,7 @@ from topodoc.cpuset import CpuSet
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
 from topodoc.probe import nvml_grace
 from topodoc.probe.host import NotRecorded, NvmlError
+from topodoc.topology.vocab import SMI_LEVELS
 
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS in nvidia-ml-py 13.615
 NVLINK_LINK_COUNT_FIELD = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
@@ -58,7 +59,8 @@ GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, TIMEOUT = 15, 2, 3, 10
 MAX_GPUS = 1024  # a GPU count above this is a corrupt answer, not a machine
 P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 P2P_CAPS = (("p2p_read", 0), ("p2p_write", 1), ("p2p_nvlink", 2), ("p2p_atomics", 3))
-ANCESTOR = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+# NVML_TOPOLOGY_INTERNAL 0, then SINGLE/MULTIPLE/HOSTBRIDGE/NODE/SYSTEM 10..50: nvidia-smi's classes
+ANCESTOR = {0: "INTERNAL", **{10 * (i + 1): level for i, level in enumerate(SMI_LEVELS)}}
 REMOTE_TYPE = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
 FABRIC_STATE = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 
