@@ -24,7 +24,7 @@ from topodoc.logmodel import (
     ProcessPhase,
     RankInfo,
 )
-from topodoc.parsers.nccl_log import wordings
+from topodoc.parsers.nccl_log import prefix, wordings
 from topodoc.parsers.nccl_log.state import LogState
 
 PHASES = ("bootstrap", "init", "connect", "init_complete", "collectives")
@@ -46,9 +46,6 @@ _AFTERMATH = re.compile(
     r"ncclRemoteError|closed by remote"
 )
 _STAMP = re.compile(r"(\[)?(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?")
-_PREFIX_DEV = re.compile(r"([^\s:\[\]|()]{1,255}):(\d{1,12}):\d{1,20} \[(\d{1,6})\] NCCL INFO ")
-_LAUNCHER_IP = re.compile(r"\bip=([\d.:a-fA-F]{1,64})")
-_PREFIX = re.compile(r"(?<![^\s:\[\]|()])([^\s:\[\]|()]{1,255}):(\d{1,12}):\d{1,20} \[\d{1,6}\] ")
 _RANK_TAG = re.compile(r"\[[Rr]ank ?(\d{1,9})\]")
 _WATCHDOG = re.compile(r"Watchdog caught|Timeout at NCCL work|watchdog thread")
 _SEQ = re.compile(r"SeqNum=(\d{1,19})")
@@ -159,8 +156,14 @@ def single_process(
 
 def _printer(conn: Connection) -> tuple[str | None, int | None] | None:
     """(host, pid) in the prefix of a connection row's first line, ``None`` when it has none."""
-    found = _PREFIX.search(conn.evidence.text) if conn.evidence else None
-    return (found[1], int(found[2])) if found else None
+    who = _prefix_of(conn)
+    return (who.host, who.pid) if who is not None else None
+
+
+def _prefix_of(conn: Connection) -> prefix.Record | None:
+    """The prefix of a connection row's first line, read by the one prefix grammar (host and pid needed)."""
+    who = prefix.split(prefix.clean(conn.evidence.text)) if conn.evidence else None
+    return who if who is not None and who.host and who.pid is not None else None
 
 
 def _same_host(name: str, host: str) -> bool:
@@ -173,27 +176,17 @@ def same_process_net(conns: tuple[Connection, ...]) -> tuple[Connection, ...]:
     -- identical images, containers -- give their ranks the same device, or differ by launcher address):
     NIC loopback whatever the job's node count."""
     held: dict[tuple, dict[int, int | None]] = {}
-    for c in conns:
-        printer = _printer_at(c)
-        if printer is not None:
-            held.setdefault(printer[0], {}).setdefault(c.rank, printer[1])
+    printers = [(c, _prefix_of(c)) for c in conns]
+    for c, who in printers:
+        if who is not None:
+            held.setdefault((who.host, who.pid, who.launcher_ip), {}).setdefault(c.rank, who.dev)
     out = []
-    for c in conns:
-        printer = _printer_at(c)
-        if c.transport.startswith("NET/") and printer is not None:
-            mine = held.get(printer[0], {})
+    for c, who in printers:
+        if c.transport.startswith("NET/") and who is not None:
+            mine = held.get((who.host, who.pid, who.launcher_ip), {})
             if c.peer in mine and None not in (mine[c.peer], mine[c.rank]) and mine[c.peer] != mine[c.rank]:
                 out.append(c)
     return tuple(out)
-
-
-def _printer_at(conn: Connection) -> tuple[tuple, int | None] | None:
-    """((host, pid, launcher address), CUDA device) of a connection row's first line's prefix."""
-    found = _PREFIX_DEV.search(conn.evidence.text) if conn.evidence else None
-    if found is None:
-        return None
-    ray = _LAUNCHER_IP.search(conn.evidence.text, 0, found.start())
-    return (found[1], int(found[2]), ray[1] if ray else None), int(found[3])
 
 
 def loopback(
