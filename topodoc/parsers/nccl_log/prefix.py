@@ -106,3 +106,25 @@ def _split_rare(text: str) -> Record | None:
     if bare:
         return Record(None, None, None, "VERSION", text[bare.start() :].rstrip())
     return None
+
+
+_HOST_STOP = re.compile(rb"[\s:\[\]|()\x1b]")
+
+
+def plain_who(tail: bytes) -> Record | None:
+    """``host:pid:tid [dev]`` with nothing around it, read without a pattern (the common case; the same
+    answer :func:`who` gives, which reads every other shape)."""
+    words = tail.split(b" ")
+    if len(words) != 2:
+        return None
+    parts, dev = words[0].split(b":"), words[1]
+    if len(parts) != 3 or not (dev[:1] == b"[" and dev[-1:] == b"]" and dev[1:-1].isdigit()):
+        return None
+    if len(dev) > 8:
+        return None
+    host, pid, tid = parts
+    if not (pid.isdigit() and tid.isdigit() and len(pid) <= 12 and len(tid) <= 20 and 0 < len(host) <= 255):
+        return None
+    if host[:1].isdigit() or _HOST_STOP.search(host) or not host.isascii():
+        return None  # a timestamp, decorations or odd bytes: the grammar decides
+    return Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")

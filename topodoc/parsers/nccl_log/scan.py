@@ -350,7 +350,7 @@ class Scanner:
         if who is False:
             if len(self.whos) >= CACHE_LIMIT:
                 self.whos.clear()
-            who = self.whos[tail] = _plain_who(tail) or prefix.who(_text(tail))
+            who = self.whos[tail] = prefix.plain_who(tail) or prefix.who(_text(tail))
         return who
 
     # -- the ordered walk -------------------------------------------------------------------------------
@@ -562,28 +562,6 @@ class Scanner:
         category, explanation = errors.classify(reason) or ("other", "read it with the lines around it.")
         key = "last:" + re.sub(r"\d+", "N", reason)[:160]
         self.state.note_error(category, "ERROR", ev, errors.LAST_ERROR_NOTE + explanation, (None, None), key)
-
-
-_HOST_STOP = re.compile(rb"[\s:\[\]|()\x1b]")
-
-
-def _plain_who(tail: bytes) -> prefix.Record | None:
-    """``host:pid:tid [dev]`` with nothing around it, read without a pattern (the common case; the same
-    answer :func:`.prefix.who` gives, which reads every other shape)."""
-    words = tail.split(b" ")
-    if len(words) != 2:
-        return None
-    parts, dev = words[0].split(b":"), words[1]
-    if len(parts) != 3 or not (dev[:1] == b"[" and dev[-1:] == b"]" and dev[1:-1].isdigit()):
-        return None
-    if len(dev) > 8:
-        return None
-    host, pid, tid = parts
-    if not (pid.isdigit() and tid.isdigit() and len(pid) <= 12 and len(tid) <= 20 and 0 < len(host) <= 255):
-        return None
-    if host[:1].isdigit() or _HOST_STOP.search(host) or not host.isascii():
-        return None  # a timestamp, decorations or odd bytes: the grammar decides
-    return prefix.Record(host.decode(), int(pid), int(dev[1:-1]), "INFO", "-")
 
 
 def _first_lines(split: tuple[list, list, list], wanted: set) -> dict:
