@@ -54,9 +54,12 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     single = infer.single_process(state, conns, ranks)
     if single is not None and nnodes in (None, 1):
         nnodes, nodes_ev = 1, single.evidence
-    nodes_min, min_ev = (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, conns, env, index)
+    inside = infer.same_process_net(conns)  # network rows between two GPUs of one process: NIC loopback
+    nodes_min, min_ev = (
+        (nnodes, ()) if nnodes is not None else _nnodes_min(state, hosts, conns, env, index, inside)
+    )
     transport, plugin, provider, t_ev = decide_transport(state, conns, nnodes, nodes_ev)
-    transport, t_ev, loop = _one_node_transport(state, conns, env, nnodes, nodes_ev, transport, t_ev)
+    transport, t_ev, loop = _one_node_transport(state, conns, env, nnodes, nodes_ev, transport, t_ev, inside)
     gdr, gdr_mode, gdr_ev = decide_gdr(state, conns, transport)
     version, versions, v_ev = _versions(state)
     conn_nets = {c.transport[4:] for c in conns if c.transport.startswith("NET/")}
@@ -97,11 +100,10 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
     )
 
 
-def _one_node_transport(state: LogState, conns, env, nnodes: int | None, nodes_ev, transport, t_ev):
+def _one_node_transport(state: LogState, conns, env, nnodes: int | None, nodes_ev, transport, t_ev, inside):
     """A single-node job's transport is ``none`` whatever ``Using network`` says; network connections in it
     are NIC loopback (an inference with its lines)."""
     if nnodes != 1:
-        inside = infer.same_process_net(conns)
         return transport, t_ev, infer.loopback(state, inside, env, ()) if inside else None
     loop = infer.loopback(state, conns, env, nodes_ev)
     if transport in (None, "none"):
@@ -345,11 +347,11 @@ def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
     return 1, tuple(ev for _rank, ev in sorted(first.items()) if ev is not None)[:4]
 
 
-def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[int | None, tuple]:
+def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex, inside) -> tuple[int | None, tuple]:
     """A lower bound when the total is unknown: the machines the log shows (host names, several
     bootstrap addresses under one name), and at least 2 when ranks connect over the network."""
     seen = sum(h.machines for h in hosts)
-    net = _net_lines(conns, env)
+    net = _net_lines(conns, env, inside)
     if net and seen < 2:
         return 2, net
     if not seen:
@@ -357,12 +359,12 @@ def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex) -> tuple[
     return seen, tuple(_host_evidence(state, hosts, index, full=True))
 
 
-def _net_lines(conns, env: tuple[EnvSetting, ...]) -> tuple[Evidence, ...]:
+def _net_lines(conns, env: tuple[EnvSetting, ...], inside) -> tuple[Evidence, ...]:
     """Network connection lines: proof of a second node, unless P2P and SHM are both switched off
     (NCCL may then use the network inside one node) or both ranks are one process's."""
     if {"P2P", "SHM"} <= {s.disables for s in env}:
         return ()
-    inside = set(infer.same_process_net(conns))  # NIC loopback between two GPUs of one process
+    inside = set(inside)  # NIC loopback between two GPUs of one process
     return tuple(c.evidence for c in conns if c.transport.startswith("NET/") and c.evidence
                  and c not in inside)[:2]
 
