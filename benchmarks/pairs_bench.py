@@ -68,7 +68,7 @@ def main() -> None:
         start = time.process_time()
         topology = derive(snapshot)
         derived = time.process_time()
-        report = evaluate(Facts(snapshot, topology), RULES)
+        report = evaluate(Facts(snapshot=snapshot, topology=topology), RULES)
         ruled = time.process_time()
         render_derived(topology, None)
         drawn = time.process_time()

@@ -118,9 +118,15 @@ def test_metrics_scrape_parses_and_carries_the_values(running):
 def test_findings_document_is_diagnose_json_plus_agent_state(running):
     _, port, out = running
     doc = json.loads(_get(port, "/findings")[1])
-    expected = run_cli("diagnose", "--from", "example:dgx-a100", "--json")
+    # the same pipeline: diagnose of the recording plus the kernel lines the agent followed, as a dmesg paste
+    kmsg = [json.loads(line)["line"] for line in EVENTS.read_text().splitlines()
+            if line.startswith("{") and json.loads(line)["source"] == "kmsg"]
+    dmesg = out / "dmesg.txt"
+    dmesg.write_text("".join(line.split(";", 1)[1] + "\n" for line in kmsg))
+    expected = run_cli("diagnose", "--from", "example:dgx-a100", str(dmesg), "--json")
     once = json.loads(expected.stdout)["findings"]
-    assert [f["rule"] for f in doc["findings"]] == [f["rule"] for f in once]
+    assert sorted(f["rule"] for f in doc["findings"]) == sorted(f["rule"] for f in once)
+    assert {"kernel-xid", "kernel-pcie-iommu-events"} <= {f["rule"] for f in doc["findings"]}
     assert doc["agent"]["cycles"] >= 2
     assert all(t["status"] in ("new", "open") for t in doc["agent"]["tracked"])
     health = json.loads(_get(port, "/healthz")[1])

@@ -32,7 +32,7 @@ def _cited(report) -> set[tuple[str, int]]:
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem)
 def test_every_error_and_inference_reaches_a_finding(log):
     analysis = analyze([str(log)], catalogue.scan_literals())
-    report = evaluate(Facts(None, None, analysis, None), RULES)
+    report = evaluate(Facts(logs=analysis), RULES)
     cited = _cited(report)
     missing = [(e.category, e.line, e.text[:90]) for e in analysis.errors if (e.file, e.line) not in cited]
     assert not missing, f"errors no diagnose finding cites: {missing}"

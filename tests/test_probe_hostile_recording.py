@@ -184,5 +184,5 @@ def test_any_nvml_answer_of_the_wrong_type_is_a_gap_through_rules_and_reports(bo
     snap = collect(Host(RootFs(box_root), TapeNvml(tape), TapeRunner({})))
     json.dumps(to_data(snap))
     render_probe(snap)
-    report = evaluate(Facts(snap, derive(snap), None, None), RULES)
+    report = evaluate(Facts(snapshot=snap, topology=derive(snap)), RULES)
     assert not report.errors, (call["fn"], where, value, report.errors)

@@ -7,7 +7,7 @@
 >>> topo = topodoc.derive(snap)
 >>> topo.connection("GPU0", "GPU1").smi
 'NV12'
->>> report = topodoc.diagnose("example:dgx-a100-degraded-gpu-x8")
+>>> report = topodoc.diagnose("example:dgx-a100-degraded-gpu-x8")      # no argument: this machine
 >>> [f.rule for f in report.findings if f.severity.value == "error"]
 ['pcie-width-reduced']
 >>> "dgx-a100" in topodoc.examples()
@@ -74,31 +74,28 @@ def analyze_logs(paths: Iterable[str]):
         raise TopodocError(str(err)) from err
 
 
-def diagnose(source: str | None = None, logs: Iterable[str] = (), nccl_tests: str | None = None):
-    """Run every rule on a machine (``source`` as in :func:`load`; None with logs: no hardware) and/or
-    NCCL logs and nccl-tests output; returns :class:`topodoc.rules.engine.Report`."""
-    from topodoc.rules.engine import Facts, evaluate
-    from topodoc.rules.registry import RULES
+def diagnose(
+    source: str | None = None,
+    logs: Iterable[str] = (),
+    nccl_tests: str | None = None,
+    files: Iterable[str] = (),
+):
+    """Run every rule and return :class:`topodoc.rules.engine.Report`: the same pipeline as
+    ``topodoc diagnose`` (:func:`topodoc.diagnosis.run`).
 
-    logs = list(logs)
-    snapshot = load(source) if source is not None or not logs else None
-    topology = derive(snapshot) if snapshot is not None else None
-    analysis = analyze_logs(logs) if logs else None
-    comparisons = _nccl_tests(nccl_tests, snapshot, topology) if nccl_tests else None
-    return evaluate(Facts(snapshot, topology, analysis, comparisons), RULES)
+    ``source`` is as in :func:`load` (``"live"``, a recording, ``"example:NAME"``); ``logs`` are NCCL logs;
+    ``nccl_tests`` an nccl-tests output file; ``files`` pasted texts of any kind (``nvidia-smi topo -m``,
+    ``lspci -vvv``, ``dmesg``, ...), recognized by content. With nothing given, this machine is probed;
+    with only logs or files, no machine is."""
+    from topodoc.diagnosis import DiagnosisError, Request, run
 
-
-def _nccl_tests(path: str, snapshot, topology):
-    from topodoc.parsers.nccl_tests import NcclTestsParseError
-    from topodoc.rules.bandwidth import nccl_tests_input
-
+    if source is not None and str(source).endswith(".json"):
+        files, source = (*tuple(files), str(source)), None  # a probe JSON is read like any pasted file
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return nccl_tests_input(path, fh.read(), snapshot, topology)
-    except OSError as err:
-        raise TopodocError(f"cannot read {path}: {err.strerror or err}") from err
-    except NcclTestsParseError as err:
-        raise TopodocError(f"{path}: {err}") from err
+        return run(Request(source=None if source is None else str(source), logs=tuple(logs),
+                           nccl_tests=nccl_tests, files=tuple(files))).report
+    except DiagnosisError as err:
+        raise TopodocError(str(err)) from err
 
 
 def examples() -> list[str]:

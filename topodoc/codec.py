@@ -79,6 +79,11 @@ def snapshot_from_data(data: Any) -> model.Snapshot:
     return from_data(model.Snapshot, upgrade_snapshot(data))
 
 
+# snapshot versions whose documents the current model reads as they are: every version since added fields
+# with defaults only (3: gpu_pairs[].nvlink_count)
+ADDITIVE_SINCE = (2,)
+
+
 def upgrade_snapshot(data: dict) -> dict:
     """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
     were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
@@ -90,6 +95,8 @@ def upgrade_snapshot(data: dict) -> dict:
         return {**data, "schema": model.SCHEMA, "schema_version": model.SCHEMA_VERSION}
     if schema == model.SCHEMA and version == model.SCHEMA_VERSION:
         return data
+    if schema == model.SCHEMA and version in ADDITIVE_SINCE:
+        return {**data, "schema_version": model.SCHEMA_VERSION}  # later versions only added fields
     found = f"{schema!r}" + (f" version {version!r}" if version is not None else "")
     raise CodecError(
         f"snapshot schema {found} is not supported (expected {model.SCHEMA!r} version "

@@ -96,7 +96,7 @@ def documents() -> dict[str, Doc]:
                                  {"runs": list[model.NcclTestsRun]}),
         "topodoc.diagnose": Doc(
             "topodoc diagnose --json (also with FILE...): the findings worst first, skipped rules, errors.",
-            Report, {"inputs": inputs, "summary": dict[str, int]},
+            Report, {"inputs": inputs, "summary": dict[str, int], "error": str}, optional=("error",),
         ),
         "topodoc.bandwidth": Doc("topodoc bandwidth --json: expected bandwidth per pair and collective.",
                                  BandwidthModel),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 SCHEMA = "topodoc.snapshot"
-SCHEMA_VERSION = 2  # 1 was {"schema": 1, ...} without a name; codec.load still reads it
+SCHEMA_VERSION = 3  # 1 was {"schema": 1, ...} without a name; codec.load still reads it
 
 
 class GapReason(str, Enum):
@@ -137,6 +137,9 @@ class GpuPair:
     p2p_nvlink: str | None = None
     p2p_atomics: str | None = None
     common_ancestor: str | None = None  # "PIX", "PXB", "PHB", "NODE", "SYS", "INTERNAL"
+    # NV<n> as `nvidia-smi topo -m` printed it for this pair: the NVLink count of a machine whose per-link
+    # NVML data was not given (a pasted matrix); None when not printed or not NVLink
+    nvlink_count: int | None = None
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from topodoc.textplacement import (
     nic_kind_of_name,
     place_from_matrix,
 )
-from topodoc.textrules import cite, facets_of, rules_to_skip
+from topodoc.textrules import cite, facets_of
 
 SOURCE = "text inputs"
 
@@ -52,6 +52,7 @@ class TextMachine:
     labels: dict[str, str] = field(default_factory=dict)  # stand-in PCI address -> "GPU0 (topo -m)"
     facets: frozenset[str] = frozenset()
     notes: tuple[str, ...] = ()
+    has_base: bool = False  # over a probed machine or a recording (--from): its sysfs/NVML evidence stands
 
 
 class _Builder:
@@ -95,6 +96,7 @@ class _Builder:
             if line:
                 self.prov[f"{nic.name}:{port.port}"] = (kind, f"{path}:{line}")
         self.prov.setdefault(nic.name, (kind, where))
+        self.prov.setdefault("nics", (kind, where))
 
     def snapshot(self) -> Snapshot:
         return replace(
@@ -126,6 +128,7 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
     """The machine the hardware inputs describe (None when no input describes hardware); ``logs`` (an NCCL
     log analysis) adds each rank's GPU index and bus id; ``base`` (``--from``) is overlaid."""
     hardware = [i for i in inputs if i.kind in HARDWARE_KINDS and i.parsed is not None]
+    probed = base is not None
     if not hardware and base is None:
         return None
     wholes = [i for i in hardware if i.kind in ("topodoc-json", "nccl-topo-xml", "hwloc-xml")]
@@ -157,7 +160,8 @@ def build(inputs: list[TextInput], logs=None, base: Snapshot | None = None) -> T
         _apply_log(b, logs)
     place_from_matrix(b)
     snapshot = b.snapshot()
-    return TextMachine(snapshot, b.prov, b.labels, facets_of(snapshot, b.facts), tuple(b.notes))
+    return TextMachine(snapshot, b.prov, b.labels, facets_of(snapshot, b.facts), tuple(b.notes),
+                       has_base=probed)
 
 
 # ---- per-kind overlays ----
@@ -314,8 +318,9 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
         if index is None:
             continue
         numa = int(g.numa_affinity) if g.numa_affinity and g.numa_affinity.isdigit() else None
+        gpu_numa = int(g.gpu_numa_id) if g.gpu_numa_id and g.gpu_numa_id.isdigit() else None
         b.gpu(
-            Gpu(index=index, numa_node=numa, cpu_affinity=g.cpu_affinity),
+            Gpu(index=index, numa_node=numa, cpu_affinity=g.cpu_affinity, gpu_numa_id=gpu_numa),
             "smi-topo",
             f"{item.path}:{lines.get(g.name, 0)}",
         )
@@ -330,12 +335,18 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
         name = names[n.name]
         if name not in b.nics:
             kind = nic_kind_of_name(name) if n.device else "ib"  # topo -m lists RDMA-capable NICs
-            b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{lines.get(n.name, 0)}", {}, item.path)
+            line = lines.get(n.name)
+            b.nic(Nic(name=name, kind=kind), "smi-topo", f"{item.path}:{line}" if line else item.path, {},
+                  item.path)
     for row, cells in matrix.links.items():
+        b.prov.setdefault(f"smi:{row}", ("smi-topo", f"{item.path}:{lines.get(row, 0)}"))
         for col, cell in cells.items():
             a, c = gpu_number(row), gpu_number(col)
             if a is not None and c is not None and a < c and cell.startswith("NV"):
-                b.pairs[(a, c)] = replace(b.pairs.get((a, c), GpuPair(a, c)), p2p_nvlink="OK")
+                count = int(cell[2:]) if cell[2:].isdigit() and len(cell) < 6 else None
+                old = b.pairs.get((a, c), GpuPair(a, c))
+                b.pairs[(a, c)] = replace(old, p2p_nvlink="OK", nvlink_count=count)
+                b.prov.setdefault(f"pair{a}-{c}", ("smi-topo", f"{item.path}:{lines.get(row, 0)}"))
 
 
 _P2P_FIELD = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics"}
@@ -394,4 +405,4 @@ _APPLY = {
 }
 
 
-__all__ = ["STAND_IN_DOMAIN", "TextMachine", "build", "cite", "rules_to_skip"]
+__all__ = ["STAND_IN_DOMAIN", "TextMachine", "build", "cite"]

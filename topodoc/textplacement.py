@@ -17,6 +17,7 @@ from topodoc.model import ConnectionMatrix, Gap, GapReason, PciDevice
 from topodoc.topology.vocab import SMI_LEVELS
 
 STAND_IN_DOMAIN = 0xFFFE
+STAND_IN_NUMA = 1 << 16  # NUMA ids of stand-in groups whose node the matrix did not print
 
 
 def legend_names(matrix: ConnectionMatrix) -> dict[str, str]:
@@ -66,6 +67,9 @@ def place_from_matrix(b) -> None:
     addresses: dict[str, str] = {}
     for node_i, node in enumerate(_sorted_groups(groups["NODE"], names)):
         numa_id = _numa_id(node, numa, node_i)
+        # the devices' own NUMA node only where the matrix printed one for the group; elsewhere the stand-in
+        # bridges carry a made-up id (it keeps NODE and SYS apart) and the devices say "unknown"
+        leaf_numa = numa_id if _numa_id(node, numa, None) is not None else None
         for hb in _sub(groups["PHB"], node, names):
             host_bridge = f"pci{STAND_IN_DOMAIN:04x}:{alloc.bus:02x}"
             for pxb in _sub(groups["PXB"], hb, names):
@@ -82,7 +86,7 @@ def place_from_matrix(b) -> None:
                             alloc.bridge(b, parent, None, numa_id, "downstream") if parent != root else root
                         )
                         addresses[name] = alloc.leaf(
-                            b, port, numa_id, name, _known_address(b, name, nic_names)
+                            b, port, leaf_numa, name, _known_address(b, name, nic_names)
                         )
     for name, address in addresses.items():
         label = f"{name}" + (f" ({nic_names[name]})" if name in nic_names and nic_names[name] != name else "")
@@ -138,7 +142,7 @@ class _Alloc:
         )
         return address
 
-    def leaf(self, b, parent: str, numa: int, name: str, known: str | None) -> str:
+    def leaf(self, b, parent: str, numa: int | None, name: str, known: str | None) -> str:
         address = known or self._next()
         cls = 0x030200 if name.startswith("GPU") else 0x020700
         b.pci[address] = PciDevice(
@@ -188,9 +192,11 @@ def _sub(groups: list[set[str]], within: list[str] | set[str], names: list[str])
     return _sorted_groups([g & inside for g in groups if g & inside], names)
 
 
-def _numa_id(node: list[str], numa: dict, fallback: int) -> int:
+def _numa_id(node: list[str], numa: dict, fallback: int | None) -> int | None:
     for name in node:
         value = numa.get(name)
         if value and value.isdigit():
             return int(value)
-    return fallback
+    # no device of the group printed its NUMA node: an id no real node has, so that the group is never
+    # taken for a printed node (the devices themselves say "unknown")
+    return None if fallback is None else STAND_IN_NUMA + fallback

@@ -1,7 +1,8 @@
 """What the rules can read on a text machine, and where their evidence came from.
 
-:func:`rules_to_skip` lists the rules that need what no input gave (with the input that would give it),
-so that a rule is never silently "clean" for lack of data; :func:`cite` points each finding's evidence at
+:func:`facets_of` says which hardware facets the inputs establish (a rule whose ``reads`` are not all
+established is skipped by the engine, with the input that would give them, so that a rule is never silently
+"clean", or falsely dirty, for lack of data); :func:`cite` points each finding's evidence at
 the input line that gave the value (the rules speak sysfs and NVML) and turns stand-in addresses back
 into the matrix's names.
 """
@@ -16,13 +17,20 @@ from topodoc.parsers.detect import title
 
 
 def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
+    """The hardware facets (``rules.engine.FACETS``) these inputs establish."""
+    from topodoc.rules.engine import FACETS
+    from topodoc.textplacement import STAND_IN_DOMAIN
+
     if "complete" in facts:
-        return frozenset(_ADD)
+        return frozenset(FACETS)
     found = set()
     if s.gpus:
         found.add("gpus")
     if s.gpus and all(g.pci_address in s.pci for g in s.gpus):
         found.add("placement")
+        stand_in = f"{STAND_IN_DOMAIN:04x}:"
+        if not any((g.pci_address or "").startswith(stand_in) for g in s.gpus):
+            found.add("pcie_tree")  # a tree some input drew (lspci, XML), not one built from the matrix
     rdma = [n for n in s.nics if n.kind in ("ib", "roce", "efa")]
     if rdma:
         found.add("nics")
@@ -34,9 +42,11 @@ def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
         found.add("pcie_links")
     if any(d.acs_ctrl is not None for d in s.pci.values()):
         found.add("acs")
-    if any(g.nvlinks for g in s.gpus) or any(p.p2p_nvlink for p in s.gpu_pairs):
-        found.add("nvlinks")
-    if "nvlinks" in found or facts & {"matrix", "nvlink-status", "nvlink-listed"}:
+    if any(g.nvlinks for g in s.gpus):
+        found.add("nvlinks")  # each link's state (nvidia-smi nvlink -s, a probe): not a matrix's NV<n>
+    if "nvlinks" in found or any(p.p2p_nvlink for p in s.gpu_pairs) or facts & {
+        "matrix", "nvlink-status", "nvlink-listed"
+    }:
         found.add("nvlink_known")
     if any(p.p2p_read or p.p2p_write for p in s.gpu_pairs):
         found.add("p2p")
@@ -57,95 +67,34 @@ def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-_ADD = {
-    "gpus": "nvidia-smi -q, nvidia-smi topo -m, or lspci -vvv",
-    "placement": "nvidia-smi topo -m, lspci -vvv (or -tv), or an NCCL topology/hwloc XML",
-    "nics": "ibstat (or ibv_devinfo) and nvidia-smi topo -m",
-    "nic_ports": "ibstat or ibv_devinfo",
-    "gids": "show_gids",
-    "pcie_links": "sudo lspci -vvv or nvidia-smi -q",
-    "acs": "sudo lspci -vvv (ACSCtl lines need root)",
-    "nvlinks": "nvidia-smi nvlink -s or nvidia-smi topo -m",
-    "nvlink_known": "nvidia-smi topo -m or nvidia-smi nvlink -s (whether GPUs have NVLink)",
-    "p2p": "nvidia-smi topo -p2p r",
-    "fabric": "nvidia-smi -q (its Fabric section)",
-    "numa": "nvidia-smi topo -m or lspci -vvv (NUMA node lines)",
-    "kernel": "kernel state (peer memory, IOMMU mode) is not in these texts: run topodoc on the machine",
-    "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
-    "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
-    "lost": "nvidia-smi or nvidia-smi -q output (a lost GPU prints 'Unable to determine the device handle')",
-    "gpu_names": "nvidia-smi -q (or nvidia-smi -L) for the GPU models",
-}
-_RULE_FACETS = {
-    "pcie-width-reduced": ("pcie_links",),
-    "pcie-speed-reduced": ("pcie_links",),
-    "gpu-p2p-via-cpu": ("placement", "nvlink_known"),
-    "gpu-p2p-unsupported": ("p2p",),
-    "gpu-consumer-p2p-disabled": ("gpu_names",),
-    "pcie-aer-errors": ("aer",),
-    "gpu-lost": ("lost",),
-    "nvlink-link-down": ("nvlinks",),
-    "nvlink-bridge-pairs-only": ("nvlinks",),
-    "nvswitch-fabric-incomplete": ("nvlinks", "fabric"),
-    "gdr-prereq-missing": ("kernel",),
-    "gpu-nic-far": ("placement", "nics"),
-    "acs-on-p2p-path": ("placement", "acs"),
-    "iommu-translated": ("kernel",),
-    "gpu-nic-numa-mismatch": ("placement", "nics", "numa"),
-    "numa-node-unknown": ("numa",),
-    "cpuset-excludes-gpu-cpus": ("cpuset",),
-    "rails-shared": ("gpus", "nics"),
-    "ib-port-down": ("nic_ports",),
-    "ib-rate-below-peers": ("nic_ports",),
-    "roce-no-v2-gid": ("gids",),
-    "rail-mismatch": ("placement", "nics"),
-    "p2p-over-pcie-despite-nvlink": ("nvlinks",),
-    "socket-despite-active-ib": ("nic_ports",),
-    "gdr-unused-but-possible": ("kernel", "placement", "nics"),
-    "ib-local-protection-cause": ("acs",),
-    "nccl-tests-busbw-below-expected": ("placement",),
-}
-
-
-def rules_to_skip(machine, rule_ids: list[str]) -> dict[str, str]:
-    """Rule id -> why it is skipped on this text machine and what input would let it run."""
-    out = {}
-    for rule_id in rule_ids:
-        missing = [f for f in _RULE_FACETS.get(rule_id, ()) if f not in machine.facets]
-        if missing:
-            out[rule_id] = "needs " + "; ".join(f"{f.replace('_', ' ')} ({_ADD[f]})" for f in missing)
-    return out
-
-
 # ---- evidence: from sysfs/NVML spellings back to the input lines ----
 
 _ADDR = re.compile(r"(?:[0-9a-f]{4}:)[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-_IBPORT = re.compile(r"/sys/class/infiniband/([^/]+)/ports/(\d+)/")
-_NVML = re.compile(r"^\w+\((\d+)(?:,\s*(\d+))?[^)]*\)$")
+MACHINE_SOURCES = ("sysfs", "procfs", "nvml", "command")  # what a probe reads, never a paste
 
 
-def cite(report, machine):
-    """``report`` with each finding's evidence pointing at the input line that gave the value, and
-    stand-in addresses replaced by the matrix's names."""
+def cite(report, machine, given: tuple[str, ...] = ()):
+    """``report`` with each finding's evidence pointing at the input line that gave the value (by the
+    evidence's ``key``), and stand-in addresses replaced by the matrix's names. Evidence that names a
+    machine source (sysfs, NVML, a command run here) and has no input behind it cites ``given`` (the
+    inputs' names): a paste is never cited as sysfs."""
     from topodoc.rules.engine import Evidence
 
     def where_from(ev: Evidence) -> Evidence:
-        key = None
-        if ev.source == "sysfs":
-            port = _IBPORT.search(ev.where)
-            addr = _ADDR.search(ev.where)
-            key = f"{port[1]}:{port[2]}" if port else addr[0] if addr else None
-        elif ev.source == "nvml":
-            m = _NVML.match(ev.where)
-            key = f"gpu{m[1]}" if m else None
-            for finer in (f"gpu{m[1]}:link{m[2]}", f"pair{m[1]}-{m[2]}") if m and m[2] else ():
-                if finer in machine.provenance:
-                    key = finer
-                    break
-        if key and key in machine.provenance:
-            kind, where = machine.provenance[key]
-            return Evidence(title(kind), where, _relabel(ev.value, machine))
-        return Evidence(ev.source, _relabel(ev.where, machine), _relabel(ev.value, machine))
+        if ev.source == "derived" and "->" in ev.key:
+            cell = _printed_cell(ev, machine)
+            if cell is not None:
+                return cell
+        if ev.source in MACHINE_SOURCES:
+            hit = machine.provenance.get(ev.key) if ev.key else None
+            if hit is not None:
+                kind, where = hit
+                return Evidence(title(kind), where, _relabel(ev.value, machine), _relabel(ev.key, machine))
+            if not machine.has_base:
+                inputs = ", ".join(given) or "the inputs"
+                return Evidence("inputs", inputs, _relabel(ev.value, machine), _relabel(ev.key, machine))
+        return Evidence(ev.source, _relabel(ev.where, machine), _relabel(ev.value, machine),
+                        _relabel(ev.key, machine))
 
     findings = tuple(
         replace(
@@ -158,6 +107,21 @@ def cite(report, machine):
         for f in report.findings
     )
     return replace(report, findings=findings)
+
+
+def _printed_cell(ev, machine):
+    """A path class derived on the stand-in tree is the cell the pasted matrix printed: cite its row."""
+    from topodoc.rules.engine import Evidence
+
+    a, b = ev.key.split("->", 1)
+    if a not in machine.labels or b not in machine.labels:
+        return None
+    row, col = machine.labels[a].split()[0], machine.labels[b].split()[0]
+    hit = machine.provenance.get(f"smi:{row}") or machine.provenance.get(f"smi:{col}")
+    if hit is None:
+        return None
+    kind, where = hit
+    return Evidence(title(kind), f"{where} {row}/{col}", ev.value, f"{row}->{col}")
 
 
 def _relabel(text: str, machine) -> str:

@@ -1,10 +1,11 @@
-"""One agent cycle: the ``diagnose`` computation (probe -> derive -> evaluate) within a time budget.
+"""One agent cycle: the ``diagnose`` computation within a time budget.
 
-It calls what ``topodoc diagnose`` calls — :func:`topodoc.probe.source.resolve_source` (once, so a
-recording is opened once), :func:`topodoc.probe.collect.collect`, :func:`topodoc.topology.derive`,
-:func:`topodoc.rules.engine.evaluate` over :data:`topodoc.rules.registry.RULES` — and never raises: a
-collector or derivation that fails becomes an error string in the result and the cycle carries on
-with what it has, the way ``diagnose`` reports an internal error.
+It probes with what ``topodoc diagnose`` probes with — :func:`topodoc.probe.source.resolve_source` (once, so
+a recording is opened once) and :func:`topodoc.probe.collect.collect` — and hands the snapshot and the
+kernel-log events the agent followed to :func:`topodoc.diagnosis.run`, the one pipeline (derive, every
+rule, the kernel rules included). It never raises: a collector or derivation that fails becomes an error
+string in the result and the cycle carries on with what it has, the way ``diagnose`` reports an internal
+error.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from topodoc.rules.engine import Facts, Report, evaluate
+from topodoc.rules.engine import Report
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,19 @@ class Prober:
         self.budget_s = budget_s
         self.host, self.source = resolve_source(spec)  # SourceError: the caller's one-line exit 2
 
-    def run(self, number: int) -> CycleResult:
-        from topodoc.rules.registry import RULES
+    def run(self, number: int, kernel: tuple = ()) -> CycleResult:
+        """Probe, derive and judge once; ``kernel``: the ((where, KernelEvent), ...) the agent followed."""
+        from topodoc.diagnosis import Request
+        from topodoc.diagnosis import run as diagnose
 
         started = time.perf_counter()
         errors: list[str] = []
         snapshot = self._collect(errors)
         topology = self._derive(snapshot, errors)
-        report = evaluate(Facts(snapshot, topology), RULES) if snapshot is not None else Report()
+        report = Report()
+        if snapshot is not None or kernel:
+            report = diagnose(Request(snapshot=snapshot, topology=topology, kernel=kernel,
+                                      live_default=False)).report
         duration = time.perf_counter() - started
         if duration > self.budget_s:
             errors.append(f"budget: the cycle took {duration:.1f}s, over its {self.budget_s:.1f}s budget")

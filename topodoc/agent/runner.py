@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from topodoc import __version__
 from topodoc.agent.cycle import CycleResult, Prober
-from topodoc.agent.events import AgentEvent, EventLog, from_kmsg, from_udev
+from topodoc.agent.events import AgentEvent, EventLog, from_kernel, from_udev
 from topodoc.agent.logtail import LogWatcher
 from topodoc.agent.sources import KmsgSource, NvmlSource, ReplaySource, SourceUnavailable, UdevSource
 from topodoc.agent.state import FindingTracker, Tracked
@@ -30,6 +30,7 @@ TICK = 0.25  # the main loop's longest wait, bounds the reaction to stop/reload
 LOG_POLL = 1.0
 MIN_REPROBE_GAP = 1.0  # udev storms re-probe at most once a second
 FIRST_CYCLE_WAIT = 30.0  # events wait for the first topology at most this long
+KERNEL_EVENTS = 1000  # kernel-log events kept for the kernel rules (the newest)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ class Agent:
         self._probing = False
         self._log_results: dict = {}
         self._log_reports: dict = {}
+        # the kernel-log events followed (Xid, AER, IOMMU...), for the kernel rules of every cycle
+        self._kernel: deque = deque(maxlen=KERNEL_EVENTS)
+        self._kernel_lines = 0
         self._errors: deque[str] = deque(maxlen=50)
         self.sources, self.disabled = self._open_sources()
         self.http = None
@@ -240,14 +244,33 @@ class Agent:
                 event = from_udev(raw.action or "", raw.subsystem or "", raw.device or "", raw.time, source,
                                   topology, snapshot, self._log_results)
             else:
-                event = from_kmsg(raw.line or "", raw.time, source, topology, snapshot, self._log_results)
+                event = self._kernel_event(raw, source, topology, snapshot)
         except Exception as err:  # a join bug must not lose the agent
             self.report_error("events", f"{type(err).__name__}: {err}")
             return False
         if event is not None:
             self.events.add(event)
             self._write_event(event)
-        return raw.source == "udev" and raw.action in ("add", "remove", "bind", "unbind", "change")
+        if raw.source != "udev":
+            # a kernel error (an Xid, an uncorrectable AER) is judged by the kernel rules at the next cycle:
+            # bring it forward, so the finding is at /findings within one cycle of the line
+            return event is not None and event.severity in ("error", "critical")
+        return raw.action in ("add", "remove", "bind", "unbind", "change")
+
+    def _kernel_event(self, raw, source: str, topology, snapshot) -> AgentEvent | None:
+        from topodoc.parsers.kernel_log import parse_line
+
+        self._kernel_lines += 1
+        parsed = parse_line(raw.line or "", self._kernel_lines)
+        if parsed is None:
+            return None
+        with self._lock:
+            self._kernel.append((f"{source} kernel log", parsed))
+        return from_kernel(parsed, raw.time, source, topology, snapshot, self._log_results)
+
+    def kernel_events(self) -> tuple:
+        with self._lock:
+            return tuple(self._kernel)
 
     def _finished(self) -> bool:
         limit = self.config.cycles
@@ -276,7 +299,7 @@ class Agent:
         """One cycle now, in this thread (the soak benchmark calls it directly)."""
         self._probing = True
         try:
-            result = self.prober.run(self._cycles + 1)
+            result = self.prober.run(self._cycles + 1, self.kernel_events())
             with self._lock:
                 self._cycle = result
                 self._cycles += 1
@@ -300,7 +323,7 @@ class Agent:
             self._stop.wait(min(LOG_POLL, self.config.interval))
 
     def poll_logs(self) -> None:
-        from topodoc.rules.engine import Facts, evaluate
+        from topodoc.diagnosis import Request, run
         from topodoc.rules.registry import RULES
 
         self.logs.poll()
@@ -313,7 +336,8 @@ class Agent:
                 continue
             snapshot = cycle.snapshot if cycle else None
             topology = cycle.topology if cycle else None
-            report = evaluate(Facts(snapshot, topology, result.analysis), rules)
+            report = run(Request(snapshot=snapshot, topology=topology, log_analysis=result.analysis,
+                                 kernel=self.kernel_events(), rules=tuple(rules), live_default=False)).report
             with self._lock:
                 self._log_reports[path] = report
                 self.tracker.update(path, report.findings, now)

@@ -6,16 +6,15 @@ topology XML, ``topodoc probe --json``; ``-`` is stdin), each recognized by its 
 describe is built into a partial machine (``topodoc.textmachine``) and this machine is not probed
 ("hardware: from the inputs"); ``--from live`` adds it explicitly.
 
-Gathers the facts (a hardware snapshot, its derived topology, parsed NCCL logs, an nccl-tests
-comparison), runs every rule, and prints the findings worst first. The hardware is this machine
-unless ``--from`` names a recording, and is left out when only ``--log`` is given (add
-``--from live`` to join logs with this machine). Exit: 0 clean, 1 a finding at or above
-``--fail-on``, 2 bad input or an internal error.
+The command parses options and renders; the diagnosis itself is :func:`topodoc.diagnosis.run`, the one
+pipeline the API and the agent call too. The hardware is this machine unless ``--from`` names a
+recording, and is left out when only ``--log`` or FILE... is given (add ``--from live`` to join them
+with this machine). Exit: 0 clean, 1 a finding at or above ``--fail-on``, 2 bad input or an internal
+error (with ``--json``, a document that says so).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import NoReturn
 
@@ -61,26 +60,31 @@ def command(
 
     FILE... are pasted outputs (topo -m, lspci, ibstat, nvidia-smi -q, NCCL logs, ...), recognized by content.
     """
-    if files:
-        from topodoc.commands._diagnose_text import diagnose_files
+    from topodoc.diagnosis import DiagnosisError, Request, run
+    from topodoc.report.console import progress
+    from topodoc.rules.engine import Severity, at_or_above
 
-        diagnose_files(files, source, logs, nccl_tests, as_json, fail_on)
-        return
-    from topodoc.rules.engine import Facts, Severity, at_or_above, evaluate
-    from topodoc.rules.registry import RULES
-
-    snapshot = _snapshot(source, deadline) if source or not logs else None
-    analysis = _analyze(logs) if logs else None
-    topology, broken = _topology(snapshot)
-    comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
-    report = evaluate(Facts(snapshot, topology, analysis, comparisons), RULES)
-    if broken:
-        report = dataclasses.replace(report, errors=report.errors + (broken,))
-    inputs = _inputs(snapshot, logs, analysis, nccl_tests)
-    _emit(report, inputs, as_json)
+    request = Request(source=source, files=tuple(files), logs=tuple(logs), nccl_tests=nccl_tests,
+                      deadline=deadline)
+    try:
+        with progress(f"topodoc diagnose: reading {len(files) + len(logs)} input(s)") if files or logs \
+                else _nothing():
+            result = run(request)
+    except DiagnosisError as err:
+        if as_json:
+            _emit_error(str(err), err.files)
+        _fail(str(err))
+    _emit(result, as_json)
+    report = result.report
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if at_or_above(report, Severity(fail_on)) else EXIT_OK)
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 def _fail(message: str) -> NoReturn:
@@ -88,88 +92,41 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def _snapshot(source: str | None, deadline: float = 60.0):
-    from topodoc.probe.source import SourceError, load_snapshot
+def _emit_error(message: str, files: tuple[dict, ...]) -> None:
+    """``--json`` with nothing usable: a document that says so (stdout is never empty)."""
+    from topodoc.report.document import dumps
 
-    try:
-        return load_snapshot(source, deadline)
-    except SourceError as err:
-        _fail(str(err))
-
-
-def _analyze(paths: tuple[str, ...]):
-    from topodoc.parsers.nccl_log import LogInputError, NoNcclLinesError, analyze
-    from topodoc.report.console import progress
-
-    try:
-        from topodoc import catalogue
-
-        with progress(f"topodoc diagnose: reading {len(paths)} log(s)"):
-            return analyze(list(paths), catalogue.scan_literals())
-    except NoNcclLinesError as err:
-        _fail(str(err))
-    except (LogInputError, OSError) as err:
-        _fail(f"cannot read log {err}")
+    inputs = {"hardware": None, "log": None, "nccl-tests": None}
+    if files:
+        inputs["files"] = list(files)
+    click.echo(dumps("topodoc.diagnose", {"inputs": inputs, "error": message, "findings": [], "skipped": [],
+                                          "errors": [], "rules_run": 0, "summary": {}}))
 
 
-def _topology(snapshot):
-    """The derived topology, or None and an internal-error result when derivation fails."""
-    if snapshot is None:
-        return None, None
-    from topodoc.rules.engine import InternalError
-    from topodoc.topology import derive
-
-    try:
-        return derive(snapshot), None
-    except Exception as err:  # a derivation bug must not hide the rules that need only the snapshot
-        return None, InternalError("topology", f"{type(err).__name__}: {err}")
-
-
-def _compare(path: str, snapshot, topology):
-    """The nccl-tests run (FILE, .gz, UTF-16 or - for stdin), where it came from, and how it compares
-    with the bandwidth model."""
-    from topodoc.facts import nccl_tests_input
-    from topodoc.inputs import InputError, read_text
-    from topodoc.parsers.nccl_tests import NcclTestsParseError
-    from topodoc.report import console
-
-    try:
-        given = read_text(path)
-    except InputError as err:
-        _fail(str(err))
-    for note in given.notes():
-        console.note("topodoc diagnose", note)
-    try:
-        return nccl_tests_input(given.name, given.text, snapshot, topology)
-    except NcclTestsParseError as err:
-        _fail(f"{given.name}: {err}")
-
-
-def _inputs(snapshot, logs: tuple[str, ...], analysis, nccl_tests: str | None) -> dict:
-    inputs = {"hardware": snapshot.source if snapshot else None, "log": None, "nccl-tests": nccl_tests}
-    if snapshot is not None and not snapshot.gpus:
-        # "no findings" must not read as "healthy GPUs" on a machine whose GPUs were never seen
-        inputs["hardware"] += " (no NVIDIA GPU found: the GPU, NVLink and GPU-NIC rules had nothing to check)"
-    if analysis is not None:
-        s = analysis.summary
-        facts = [
-            f"{s.nranks} ranks" if s.nranks else "",
-            f"{s.nnodes} node(s)" if s.nnodes else "",
-            f"NCCL {s.nccl_version}" if s.nccl_version else "",
-            f"transport {s.transport}" if s.transport else "",
-        ]
-        inputs["log"] = ", ".join(logs) + (f" ({', '.join(f for f in facts if f)})" if any(facts) else "")
-    return inputs
-
-
-def _emit(report, inputs: dict, as_json: bool) -> None:
+def _emit(result, as_json: bool) -> None:
     from topodoc.report.color import use_color
+    from topodoc.report.console import quiet
     from topodoc.report.diagnose import json_data, render_text
     from topodoc.report.document import dumps
 
+    report, inputs = result.report, dict(result.inputs)
     if as_json:
         click.echo(dumps("topodoc.diagnose", json_data(report, inputs)))
-    else:
-        from topodoc.report.console import quiet
+        return
+    files, notes = inputs.pop("files", None), inputs.pop("notes", [])
+    if files is not None:
+        from topodoc.parsers.detect import title
 
-        click.echo(render_text(report, inputs, color=use_color(), quiet=quiet()), nl=False)
+        lines = []
+        for row in files:
+            read = {title(k) for k in row.get("also_read", [])}
+            also = [f"{t} (read)" if t in read else t for t in row.get("also_contains", [])]
+            extra = f"; also contains {', '.join(also)}" if also else ""
+            lines.append(f"input {row['path']}: {row['taken_as']}{extra}")
+            if row.get("note"):
+                lines.append(f"  {row['note']}")
+            for item in row.get("damaged", [])[:5]:
+                lines.append(f"  damaged: {item}")
+        lines += [] if quiet() else [f"note: {n}" for n in notes]
+        click.echo("\n".join(lines))
+    click.echo(render_text(report, inputs, color=use_color(), quiet=quiet()), nl=False)

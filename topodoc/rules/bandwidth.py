@@ -90,6 +90,7 @@ def _judged(data: NcclTestsInput) -> tuple[Comparison, ...]:
 
 @rule(
     "nccl-tests-busbw-below-expected", "warning", ("bandwidth", "nccl-tests", "performance"),
+    reads=("placement",),
     title="nccl-tests bus bandwidth below what this machine's links should deliver",
     fix="run with NCCL_DEBUG=INFO and check the transport (Socket, SHM instead of P2P), GPUDirect RDMA, "
     "NCCL_ALGO/NCCL_PROTO/NCCL_NVLS_ENABLE overrides, PCIe links trained down and NIC port rates",

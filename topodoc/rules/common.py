@@ -12,12 +12,12 @@ from topodoc.rules.machine import sysfs
 
 def sysfs_evidence(address: str, attr: str, value: str) -> Evidence:
     """A PCI function's sysfs attribute and what it read."""
-    return Evidence("sysfs", sysfs(address, attr), value)
+    return Evidence("sysfs", sysfs(address, attr), value, key=address)
 
 
 def path_evidence(a: str | None, b: str | None, path: str) -> Evidence:
     """The nvidia-smi class derived from the PCI tree between two functions."""
-    return Evidence("derived", f"PCI path {a} -> {b}", path)
+    return Evidence("derived", f"PCI path {a} -> {b}", path, key=f"{a}->{b}")
 
 
 def log_line(item: Any) -> Evidence:

@@ -40,9 +40,12 @@ class Severity(str, Enum):
 class Evidence:
     """One observed fact: where it was read (``source`` kind and ``where``) and what it said."""
 
-    source: str  # "sysfs", "procfs", "nvml", "log", "nccl-tests", "command", "derived"
+    source: str  # "sysfs", "procfs", "nvml", "log", "nccl-tests", "command", "derived", or an input's title
     where: str  # a path, an NVML call, "file:line", or the derivation used
     value: str
+    # what the value is about, as a hardware identity: "gpu3", "gpu3:link5", "pair0-1", a PCI address,
+    # "mlx5_0", "mlx5_0:1" (port); the text machine cites the input line that gave it (``cite``)
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class Report:
     rules_run: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Facts:
     """Everything a rule may read; each part is optional.
 
@@ -104,6 +107,9 @@ class Facts:
     logs: Any = None
     nccl_tests: Any = None
     kernel: Any = None  # kernel-log events: ((path, topodoc.parsers.kernel_log.KernelEvent), ...)
+    # the hardware facets the inputs establish (see FACETS); None: a whole machine (a probe or a recording),
+    # where every facet is read from the machine itself
+    known: frozenset[str] | None = None
 
 
 NEEDS = {
@@ -112,6 +118,32 @@ NEEDS = {
     "logs": "an NCCL log (--log FILE)",
     "nccl_tests": "an nccl-tests output (--nccl-tests FILE)",
     "kernel": "a kernel log (dmesg / journalctl -k output given to diagnose FILE...)",
+}
+
+
+# What a partial machine (pasted texts) may or may not establish, and the input that would. A rule names the
+# facets it reads (``@rule(..., reads=(...))``); where the inputs do not establish one, it is skipped with
+# this text instead of reporting a clean result (or a false one) from data nobody gave.
+FACETS = {
+    "gpus": "nvidia-smi -q, nvidia-smi topo -m, or lspci -vvv",
+    "placement": "nvidia-smi topo -m, lspci -vvv (or -tv), or an NCCL topology/hwloc XML",
+    "pcie_tree": "a PCIe tree from lspci -vvv/-tv or an NCCL topology/hwloc XML (a topo -m matrix alone "
+    "gives path classes, not the tree)",
+    "nics": "ibstat (or ibv_devinfo) and nvidia-smi topo -m",
+    "nic_ports": "ibstat or ibv_devinfo",
+    "gids": "show_gids",
+    "pcie_links": "sudo lspci -vvv or nvidia-smi -q",
+    "acs": "sudo lspci -vvv (ACSCtl lines need root)",
+    "nvlinks": "nvidia-smi nvlink -s (the state of each NVLink)",
+    "nvlink_known": "nvidia-smi topo -m or nvidia-smi nvlink -s (whether GPUs have NVLink)",
+    "p2p": "nvidia-smi topo -p2p r",
+    "fabric": "nvidia-smi -q (its Fabric section)",
+    "numa": "nvidia-smi topo -m or lspci -vvv (NUMA node lines)",
+    "kernel": "kernel state (peer memory, IOMMU mode) is not in these texts: run topodoc on the machine",
+    "aer": "AER counters are not in these texts: run topodoc on the machine (or pass its dmesg once read)",
+    "cpuset": "the job's cpuset is not in these texts: run topodoc inside the job's container",
+    "lost": "nvidia-smi or nvidia-smi -q output (a lost GPU prints 'Unable to determine the device handle')",
+    "gpu_names": "nvidia-smi -q (or nvidia-smi -L) for the GPU models",
 }
 
 
@@ -131,17 +163,25 @@ class Rule:
     needs: tuple[str, ...]
     fix: str
     check: Check
+    reads: tuple[str, ...] = ()  # hardware facets (FACETS) the check reads
 
     @property
     def doc_path(self) -> Path:
         return DOCS_DIR / f"{self.id}.md"
 
 
-def rule(id: str, severity: str, tags: tuple[str, ...], *, title: str, fix: str) -> Callable[..., Rule]:
+def rule(
+    id: str, severity: str, tags: tuple[str, ...], *, title: str, fix: str, reads: tuple[str, ...] = ()
+) -> Callable[..., Rule]:
     """Declare a rule, the one way: ``@rule("gpu-lost", "critical", ("gpu",), title=..., fix=...)`` on a
+    reads=("lost",),
     check whose parameters are named after the facts it reads (``snapshot``, ``topology``, ``logs``,
     ``nccl_tests``). A parameter without a default is needed (the rule is skipped without it); one with a
-    default (``logs=None``) is read when present."""
+    default (``logs=None``) is read when present. ``reads`` names the hardware facets (:data:`FACETS`) the
+    check reads: on a partial machine (pasted texts) that does not establish them, the rule is skipped."""
+    bad = [f for f in reads if f not in FACETS]
+    if bad:
+        raise ValueError(f"rule {id}: unknown facets {bad}")
 
     def wrap(check: Callable[..., Iterable[Hit]]) -> Rule:
         params = list(inspect.signature(check).parameters.values())
@@ -155,7 +195,7 @@ def rule(id: str, severity: str, tags: tuple[str, ...], *, title: str, fix: str)
         def read(facts: Facts) -> Iterable[Hit]:
             return check(**{name: getattr(facts, name) for name in names})
 
-        return Rule(id, title, Severity(severity), tuple(tags), needs, fix, read)
+        return Rule(id, title, Severity(severity), tuple(tags), needs, fix, read, tuple(reads))
 
     return wrap
 
@@ -172,6 +212,11 @@ def evaluate(facts: Facts, rules: Iterable[Rule]) -> Report:
         missing = [NEEDS[name] for name in item.needs if getattr(facts, name) is None]
         if missing:
             skipped.append(Skipped(item.id, "needs " + " and ".join(missing)))
+            continue
+        unknown = [f for f in item.reads if facts.known is not None and f not in facts.known]
+        if unknown:
+            skipped.append(Skipped(item.id, "needs " + "; ".join(
+                f"{f.replace('_', ' ')} ({FACETS[f]})" for f in unknown)))
             continue
         try:
             hits = list(item.check(facts))

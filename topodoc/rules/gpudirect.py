@@ -30,6 +30,7 @@ def acs_text(value: int) -> str:
 
 @rule(
     "gdr-prereq-missing", "error", ("gdr", "rdma", "kernel"),
+    reads=("kernel",),
     title="GPUDirect RDMA prerequisites missing (no peermem, no DMA-BUF)",
     fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use the open GPU "
     "kernel module on a kernel with DMA-BUF support",
@@ -61,6 +62,7 @@ def gdr_prereq_missing(snapshot: Snapshot) -> Iterator[Hit]:
 
 @rule(
     "gpu-nic-far", "warning", ("gdr", "rdma", "topology"),
+    reads=("placement", "nics"),
     title="A GPU's nearest RDMA NIC is farther than PXB (GPUDirect RDMA off by default)",
     fix="put each GPU's NIC under its PCIe switch; if the platform handles it, raise NCCL_NET_GDR_LEVEL "
     "(e.g. PHB); in a VM, give NCCL the real topology with NCCL_TOPO_FILE",
@@ -71,8 +73,12 @@ def gpu_nic_far(snapshot: Snapshot, topology: Topology, logs: LogAnalysis | None
     c2c_ok = nccl_policy.gdr_c2c(logs.summary.nccl_version if logs else None, _env(logs))
     # a Grace GPU reaching its NIC over NVLink-C2C (P2C) keeps GPUDirect RDMA unless NCCL is known to
     # lack or disable NCCL_NET_GDR_C2C (default on from 2.27)
+    # a GPU with its own NUMA node (coherent memory: a Grace GPU) whose C2C links nobody reported (a pasted
+    # matrix) may reach the NIC over C2C: whether GPUDirect RDMA is off is unknown, so no claim is made
     far = [pair for pair in pairs if not nccl_policy.within(pair.path, limit)
-           and not (pair.conn.nccl == "P2C" and c2c_ok is not False)]
+           and not (pair.conn.nccl == "P2C" and c2c_ok is not False)
+           and not (pair.gpu.gpu_numa_id is not None and pair.gpu.c2c_links == 0
+                    and snapshot.gpus and all(g.c2c_links is None for g in snapshot.gpus))]
     for path in SMI_LEVELS:
         group = [pair for pair in far if pair.path == path]
         if group:
@@ -172,6 +178,7 @@ def _bridges_between(snapshot: Snapshot, topology: Topology) -> set[str]:
 
 @rule(
     "acs-on-p2p-path", "error", ("pcie", "acs", "gdr", "p2p"),
+    reads=("placement", "acs"),
     title="ACS redirect enabled on a bridge on a GPU-GPU or GPU-NIC path",
     fix="disable ACS in the BIOS, or at runtime clear only ReqRedir and CmpltRedir on each listed bridge: "
     "`sudo setpci -s <BDF> ECAP_ACS+0x6.w=0000:000c` (bare metal only)",
@@ -236,6 +243,7 @@ def _acs_on_bare_metal(enabled: list[str], evidence: tuple[Evidence, ...], sourc
 
 @rule(
     "iommu-translated", "warning", ("iommu", "kernel", "gdr", "p2p"),
+    reads=("kernel",),
     title="IOMMU in translation mode on bare metal",
     fix="boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt), or disable the IOMMU",
 )

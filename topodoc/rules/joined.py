@@ -55,6 +55,7 @@ def _nic_names(logs: LogAnalysis, host: str | None) -> dict[int, str]:
 
 @rule(
     "rail-mismatch", "warning", ("rdma", "topology", "log", "joined"),
+    reads=("placement", "nics"),
     title="NCCL used a NIC that is not the nearest to the GPU",
     fix="let NCCL see the real topology (no NCCL_IB_HCA reordering, NCCL_CROSS_NIC=0/2, a correct "
     "NCCL_TOPO_FILE in VMs) so each GPU uses the NIC on its own PCIe switch",
@@ -108,6 +109,7 @@ def _verb(conn: Connection) -> str:
 
 @rule(
     "p2p-over-pcie-despite-nvlink", "warning", ("nvlink", "p2p", "log", "joined"),
+    reads=("nvlinks",),
     title="Intra-node traffic between NVLink-connected GPUs went through SHM or the network",
     fix="unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and check that the job sees all GPUs of the NVLink domain "
     "(CUDA_VISIBLE_DEVICES, container device list)",
@@ -136,6 +138,7 @@ def p2p_over_pcie_despite_nvlink(snapshot: Snapshot, topology: Topology, logs: L
 
 @rule(
     "socket-despite-active-ib", "error", ("rdma", "network", "log", "joined"),
+    reads=("nic_ports",),
     title="NCCL used sockets while the machine has ACTIVE RDMA ports",
     fix="check why NCCL skipped the HCAs: NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA filters, a missing "
     "libibverbs in the container, or /dev/infiniband not mounted",
@@ -156,6 +159,7 @@ def socket_despite_active_ib(snapshot: Snapshot, logs: LogAnalysis) -> Iterator[
 
 @rule(
     "gdr-unused-but-possible", "warning", ("gdr", "rdma", "log", "joined"),
+    reads=("kernel", "placement", "nics"),
     title="GPUDirect RDMA unused although the hardware and kernel allow it",
     fix="look for NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_READ overrides or a plugin without GDR support; check "
     "that the container sees nvidia-peermem or DMA-BUF",
@@ -208,6 +212,7 @@ def _gdr_means(kernel: KernelInfo) -> tuple[Evidence, ...]:
 
 @rule(
     "ib-local-protection-cause", "error", ("gdr", "rdma", "pcie", "log", "joined"),
+    reads=("acs",),
     title="IB local protection errors in the log, explained by this machine",
     fix="remove the cause named in the finding (ACS redirect, IOMMU translation, missing peer memory), "
     "then rerun",

@@ -95,7 +95,8 @@ def _nic_causes(snapshot: Snapshot) -> list[Cause]:
         f"{len(down)} RDMA NIC port(s) not ACTIVE",
         f"{names}: the model counts every NIC in the node's bandwidth, and the ranks on those rails "
         "either share another NIC or fall back",
-        tuple(Evidence("sysfs", f"/sys/class/infiniband/{nic.name}/ports/{port.port}/state", str(port.state))
+        tuple(Evidence("sysfs", f"/sys/class/infiniband/{nic.name}/ports/{port.port}/state", str(port.state),
+                       key=f"{nic.name}:{port.port}")
               for nic, port in down[:2]),
         "check cables and the switch port (`ibstat`, `iblinkinfo`); topodoc explain ib-port-down",
     )]

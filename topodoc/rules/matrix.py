@@ -12,7 +12,8 @@ from topodoc.topology import Topology, compare, to_matrix
 
 @rule(
     "smi-matrix-disagrees", "warning", ("topology", "nvidia-smi"),
-    title="The recorded nvidia-smi topo -m disagrees with the topology derived from sysfs and NVML",
+    reads=("pcie_tree",),
+    title="nvidia-smi topo -m disagrees with the topology derived from the PCIe tree and NVLink data",
     fix="compare `nvidia-smi topo -m` with `topodoc topo --from ...`: a cell that differs is a device or "
     "link one of them misreads (a BIOS that hides a switch, a VM's flattened tree, a GPU or NIC missing)",
 )
@@ -27,10 +28,10 @@ def smi_matrix_disagrees(snapshot: Snapshot, topology: Topology) -> Iterator[Hit
     yield Hit(
         subject=shortlist([f"{d.row}/{d.column}" for d in diffs], 6, f" (+{len(diffs) - 6} more)"),
         message=f"{len(diffs)} cell(s) of the recorded `nvidia-smi topo -m` differ from the matrix derived "
-        f"from sysfs and NVML ({shortlist(cells, 3, ' ...')}): one of them is wrong about this box, and "
-        "NCCL builds its own topology the way topodoc derives it, from sysfs and NVML",
-        evidence=tuple(Evidence("command", f"nvidia-smi topo -m {d.row}/{d.column}", str(d.printed))
-                       for d in diffs[:2])
+        f"from the PCIe tree and NVLink data ({shortlist(cells, 3, ' ...')}): one of them is wrong about "
+        "this box, and NCCL builds its own topology the way topodoc derives it",
+        evidence=tuple(Evidence("command", f"nvidia-smi topo -m {d.row}/{d.column}", str(d.printed),
+                                key=f"smi:{d.row}") for d in diffs[:2])
         + tuple(Evidence("derived", f"topology {d.row}/{d.column}", str(d.derived)) for d in diffs[:2]),
     )
 

@@ -13,7 +13,8 @@ from topodoc.topology.rails import rail_nics, rail_pairs
 
 
 def _port_evidence(nic: Nic, port: NicPort, attr: str, value: str) -> Evidence:
-    return Evidence("sysfs", f"/sys/class/infiniband/{nic.name}/ports/{port.port}/{attr}", value)
+    return Evidence("sysfs", f"/sys/class/infiniband/{nic.name}/ports/{port.port}/{attr}", value,
+                    key=f"{nic.name}:{port.port}")
 
 
 def _port_subject(nic: Nic, port: NicPort) -> str:
@@ -22,6 +23,7 @@ def _port_subject(nic: Nic, port: NicPort) -> str:
 
 @rule(
     "rails-shared", "info", ("rdma", "topology"),
+    reads=("gpus", "nics"),
     title="Fewer RDMA NICs than GPUs: rails are shared",
     fix="for full per-GPU network bandwidth use one NIC (rail) per GPU; otherwise size "
     "expectations accordingly",
@@ -31,6 +33,10 @@ def rails_shared(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
     nics, gpus = [nic for nic in rdma_nics(snapshot) if nic.name in devices], snapshot.gpus
     if not nics or len(nics) >= len(gpus):
         return
+    rdma = {n.name for n in rdma_nics(snapshot)}
+    ends = {n.name for n in topology.nics if n.device in rdma}
+    if len(nics) < len(rdma) and any(c.pci_level is None for c in topology.gpu_nic if c.b in ends):
+        return  # a GPU-NIC path nobody gave (a paste cut short) may make another NIC a rail: unknown
     rates = [p.rate_gbps for nic in nics for p in nic.ports if p.rate_gbps]
     share = f" (about {sum(rates) / len(gpus):.0f} Gb/s per GPU)" if rates else ""
     yield Hit(
@@ -38,7 +44,8 @@ def rails_shared(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
         message=f"{len(gpus)} GPUs share {len(nics)} RDMA NIC(s): {_per_rail(len(gpus), len(nics))}, so "
         f"inter-node bandwidth per GPU is a fraction of one NIC{share}",
         evidence=(
-            Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in rdma_nics(snapshot))),
+            Evidence("sysfs", "/sys/class/infiniband", " ".join(nic.name for nic in rdma_nics(snapshot)),
+                     key="nics"),
             Evidence("derived", "RDMA NICs nearest to a GPU (rails)", " ".join(nic.name for nic in nics)),
         ),
     )
@@ -54,6 +61,7 @@ def _per_rail(gpus: int, nics: int) -> str:
 
 @rule(
     "ib-port-down", "error", ("rdma", "ib", "hardware"),
+    reads=("nic_ports",),
     title="RDMA port not ACTIVE",
     fix="check the cable and switch port (`ibstat`, `ibstatus`), the subnet manager for IB, and "
     "`ip link` for RoCE",
@@ -122,6 +130,7 @@ def _spare_port(nic: Nic, port: NicPort, live: Nic, live_port: NicPort) -> Hit:
 
 @rule(
     "ib-rate-below-peers", "warning", ("rdma", "ib", "hardware"),
+    reads=("nic_ports",),
     title="RDMA port running slower than its identical peers",
     fix="check the cable/transceiver and the switch port's configured speed; `ibstat` shows the "
     "negotiated rate",
@@ -145,6 +154,7 @@ def ib_rate_below_peers(snapshot: Snapshot) -> Iterator[Hit]:
 
 @rule(
     "roce-no-v2-gid", "warning", ("rdma", "roce"),
+    reads=("gids",),
     title="RoCE port without a RoCEv2 GID",
     fix="give the port's netdev an IP address (RoCEv2 GIDs are derived from it); check with `show_gids`",
 )

@@ -21,6 +21,7 @@ from topodoc.topology.rails import RailPair, rail_names, rail_pairs
 
 @rule(
     "gpu-nic-numa-mismatch", "warning", ("numa", "rdma", "topology"),
+    reads=("placement", "nics", "numa"),
     title="GPU and its NIC on different NUMA nodes",
     fix="move the NIC to a slot on the GPU's socket, or pin the rank's NIC with NCCL_IB_HCA to one "
     "on its node",
@@ -79,6 +80,7 @@ def _nodes(snapshot: Snapshot, pair: RailPair) -> tuple[int, int] | None:
 
 @rule(
     "numa-node-unknown", "warning", ("numa", "firmware"),
+    reads=("numa",),
     title="GPU or NIC with numa_node = -1 on a multi-socket machine",
     fix='enable NUMA/ACPI SRAT ("NUMA per socket") in the BIOS; in a VM, ask for a NUMA-aware instance or '
     "give NCCL a topology file",
@@ -100,6 +102,7 @@ def numa_node_unknown(snapshot: Snapshot) -> Iterator[Hit]:
 
 @rule(
     "cpuset-excludes-gpu-cpus", "warning", ("numa", "affinity", "container"),
+    reads=("cpuset",),
     title="The process cpuset excludes a GPU's local CPUs",
     fix="give the job CPUs on each GPU's socket (Slurm --cpu-bind / cgroup cpuset, docker --cpuset-cpus)",
 )

@@ -24,6 +24,7 @@ def _active(gpu: Gpu) -> int:
 
 @rule(
     "nvlink-link-down", "error", ("nvlink", "hardware"),
+    reads=("nvlinks",),
     title="NVLink link inactive, or fewer active links than the GPU's peers",
     fix="check `nvidia-smi nvlink -s` and the Fabric Manager log; reset the GPU, then reseat or "
     "RMA the board",
@@ -49,7 +50,9 @@ def _inactive(gpu: Gpu, wired: bool) -> list[int]:
 def _fewer_links(gpu: Gpu, most: int, down: list[int]) -> Hit:
     active = _active(gpu)
     evidence = tuple(
-        Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)") for n in down[:4]
+        Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, {n})", "0 (disabled)",
+                 key=f"gpu{gpu.index}:link{n}")
+        for n in down[:4]
     )
     return Hit(
         subject=gpu_label(gpu),
@@ -58,7 +61,8 @@ def _fewer_links(gpu: Gpu, most: int, down: list[int]) -> Hit:
         + f": this GPU's NVLink bandwidth drops by {1 - active / most:.0%} and every collective "
         "that includes it runs at its pace",
         evidence=evidence
-        or (Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, *)", f"{active} links enabled"),),
+        or (Evidence("nvml", f"nvmlDeviceGetNvLinkState({gpu.index}, *)", f"{active} links enabled",
+                     key=f"gpu{gpu.index}"),),
     )
 
 
@@ -82,6 +86,7 @@ def _on_switch(topology: Topology) -> set[int]:
 
 @rule(
     "nvlink-bridge-pairs-only", "info", ("nvlink", "topology"),
+    reads=("nvlinks",),
     title="NVLink joins GPUs only in bridged pairs",
     fix="keep tensor-parallel groups inside one bridged pair (TP=2); use pipeline or data "
     "parallelism across pairs",
@@ -133,11 +138,13 @@ def _version_evidence(snapshot: Snapshot, index: int) -> tuple[Evidence, ...]:
     link = next((link for link in gpu.nvlinks if link.active and link.version is not None), None)
     if link is None:
         return ()
-    return (Evidence("nvml", f"nvmlDeviceGetNvLinkVersion({index}, {link.link})", str(link.version)),)
+    return (Evidence("nvml", f"nvmlDeviceGetNvLinkVersion({index}, {link.link})", str(link.version),
+                     key=f"gpu{index}:link{link.link}"),)
 
 
 @rule(
     "nvswitch-fabric-incomplete", "error", ("nvlink", "nvswitch", "hardware"),
+    reads=("nvlinks", "fabric"),
     title="NVSwitch machine whose NVLink fabric is incomplete",
     fix="check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A3 Fabric`; restart Fabric "
     "Manager, reset the GPUs, or reboot the node",
@@ -160,6 +167,7 @@ def nvswitch_fabric_incomplete(snapshot: Snapshot, topology: Topology) -> Iterat
                     "nvml",
                     f"nvmlDeviceGetP2PStatus({broken[0].a}, {broken[0].b}, NVLINK)",
                     str(broken[0].p2p_nvlink),
+                    key=f"pair{broken[0].a}-{broken[0].b}",
                 ),
             ),
         )
@@ -174,7 +182,8 @@ def _off_switch(gpu: Gpu) -> Hit | None:
         "them over PCIe, and every NVLS/all-reduce including it collapses to PCIe speed",
         evidence=(
             Evidence(
-                "nvml", f"nvmlDeviceGetNvLinkRemoteDeviceType({gpu.index}, *)", "no active link to a switch"
+                "nvml", f"nvmlDeviceGetNvLinkRemoteDeviceType({gpu.index}, *)", "no active link to a switch",
+                key=f"gpu{gpu.index}",
             ),
         ),
     )
@@ -192,7 +201,7 @@ def _fabric_unregistered(gpu: Gpu) -> Hit | None:
             subject=gpu_label(gpu),
             message=f"GPU fabric registration is '{fabric.state}', not 'completed': NVLink P2P is not "
             "available to applications until Fabric Manager finishes",
-            evidence=(Evidence("nvml", f"{call}.state", fabric.state),),
+            evidence=(Evidence("nvml", f"{call}.state", fabric.state, key=f"gpu{gpu.index}"),),
         )
     if fabric.state == "completed" and fabric.status not in (None, 0):
         return Hit(
@@ -201,8 +210,8 @@ def _fabric_unregistered(gpu: Gpu) -> Hit | None:
             "NVML_SUCCESS): the GPU did not join the NVLink fabric, so NVLink P2P is not available to "
             "applications",
             evidence=(
-                Evidence("nvml", f"{call}.state", fabric.state),
-                Evidence("nvml", f"{call}.status", str(fabric.status)),
+                Evidence("nvml", f"{call}.state", fabric.state, key=f"gpu{gpu.index}"),
+                Evidence("nvml", f"{call}.status", str(fabric.status), key=f"gpu{gpu.index}"),
             ),
         )
     return None

@@ -39,11 +39,12 @@ def _gen(gts: float) -> str:
 
 def _nvml(gpu: Gpu, call: str, value: object) -> Evidence:
     """What an NVML per-GPU query returned, e.g. ``nvmlDeviceGetMaxPcieLinkWidth(3)`` -> ``16``."""
-    return Evidence("nvml", f"{call}({gpu.index})", str(value))
+    return Evidence("nvml", f"{call}({gpu.index})", str(value), key=f"gpu{gpu.index}")
 
 
 @rule(
     "pcie-width-reduced", "error", ("pcie", "hardware"),
+    reads=("pcie_links",),
     title="PCIe link trained to fewer lanes than the device supports",
     fix="reseat the card or riser, check the slot's lane wiring and BIOS bifurcation, then reboot",
 )
@@ -109,6 +110,7 @@ def _nvml_width(snapshot: Snapshot) -> Iterator[Hit]:
 
 @rule(
     "pcie-speed-reduced", "warning", ("pcie", "hardware"),
+    reads=("pcie_links",),
     title="PCIe link speed capped below the device's generation",
     fix="check BIOS PCIe generation settings, the riser/retimer and the slot; reseat and reboot",
 )
@@ -253,6 +255,7 @@ def _gpu_names(topology: Topology) -> set[str]:
 
 @rule(
     "gpu-p2p-via-cpu", "warning", ("pcie", "p2p", "topology"),
+    reads=("placement", "nvlink_known"),
     title="GPU pairs whose P2P path goes through the CPU or across sockets",
     fix="keep tensor-parallel groups on GPUs under one PCIe switch (PIX) and within one socket",
 )
@@ -265,8 +268,10 @@ def gpu_p2p_via_cpu(snapshot: Snapshot, topology: Topology) -> Iterator[Hit]:
         if path in P2P_COST and not conn.nvlinks and conn.nccl != "NVB":
             groups.setdefault(path, []).append(f"{conn.a}-{conn.b}")
             first.setdefault(path, path_evidence(address[conn.a], address[conn.b], path))
-    amd = snapshot.host.cpu_vendor == "AuthenticAMD"
-    inter_socket = "16 GB/s per direction on AMD" if amd else "6-40 GB/s per direction, by Intel generation"
+    vendor = snapshot.host.cpu_vendor
+    inter_socket = ("16 GB/s per direction on AMD" if vendor == "AuthenticAMD"
+                    else "6-40 GB/s per direction, by Intel generation" if vendor
+                    else "6-40 GB/s per direction on Intel by generation, 16 on AMD")
     measured = _measured(topology)
     for path, pairs in groups.items():
         yield Hit(
@@ -283,6 +288,7 @@ BAD_P2P = {"CNS": "chipset", "GNS": "GPU", "TNS": "IOH topology", "NS": "platfor
 
 @rule(
     "gpu-p2p-unsupported", "warning", ("pcie", "p2p"),
+    reads=("p2p",),
     title="PCIe peer-to-peer between GPUs is not supported",
     fix="enable P2P/ACS-free routing in the BIOS; in a VM ask for a P2P-capable instance shape",
 )
@@ -295,13 +301,15 @@ def gpu_p2p_unsupported(snapshot: Snapshot) -> Iterator[Hit]:
             message=f"{len(bad)} GPU pair(s) cannot do PCIe P2P (not supported by the "
             f"{BAD_P2P[first.p2p_read]}): NCCL falls back to SHM, staging every transfer through host memory",
             evidence=(
-                Evidence("nvml", f"nvmlDeviceGetP2PStatus({first.a}, {first.b}, READ)", first.p2p_read),
+                Evidence("nvml", f"nvmlDeviceGetP2PStatus({first.a}, {first.b}, READ)", first.p2p_read,
+                         key=f"pair{first.a}-{first.b}"),
             ),
         )
 
 
 @rule(
     "pcie-aer-errors", "error", ("pcie", "hardware", "errors"),
+    reads=("aer",),
     title="PCIe Advanced Error Reporting counters show link errors",
     fix="reseat the device and its riser/cable; if counters keep growing, replace the riser or the card",
 )
@@ -339,6 +347,7 @@ def _aer_evidence(dev: PciDevice) -> tuple[Evidence, ...]:
 
 @rule(
     "gpu-lost", "critical", ("gpu", "hardware"),
+    reads=("lost",),
     title="A GPU has fallen off the bus",
     fix="drain the node, collect nvidia-bug-report.sh, then reset the GPU or reboot; replace if it recurs",
 )
@@ -358,9 +367,10 @@ def _lost_evidence(snapshot: Snapshot, gpu: Gpu) -> Evidence:
     gap = next((g for g in snapshot.gaps if g.what == f"GPU {gpu.index}" and g.source.startswith("nvml:")),
                None)
     if gap is None:
-        return Evidence("nvml", f"GPU {gpu.index}: the failing call was not recorded", "GPU_IS_LOST")
+        return Evidence("nvml", f"GPU {gpu.index}: the failing call was not recorded", "GPU_IS_LOST",
+                        key=f"gpu{gpu.index}")
     call = f"{gap.source.removeprefix('nvml:')}({gpu.index})"
-    return Evidence("nvml", call, "NVML_ERROR_GPU_IS_LOST (15)")
+    return Evidence("nvml", call, "NVML_ERROR_GPU_IS_LOST (15)", key=f"gpu{gpu.index}")
 
 
 
@@ -371,6 +381,7 @@ _CONSUMER_NO_P2P = re.compile(r"\bGeForce RTX [45]0[0-9]0\b")
 
 @rule(
     "gpu-consumer-p2p-disabled", "warning", ("gpu", "p2p", "hardware"),
+    reads=("gpu_names",),
     title="GeForce RTX 40/50-series GPUs: PCIe peer-to-peer is disabled by the driver",
     fix="expect SHM (host memory) bandwidth between these GPUs; place ranks so that pairs do not share one "
         "PCIe switch uplink; data-center GPUs are needed for P2P (no NCCL setting turns it on)",

@@ -55,6 +55,10 @@ def derive(snapshot: model.Snapshot) -> Topology:
     gpu_pairs = tuple(_gpu_pair(ctx, a, b) for a, b in combinations(gpus, 2))
     gpu_nic = _apply_pxn(ctx, gpus, nics, [_gpu_nic(ctx, g, n) for g in gpus for n in nics])
     nic_pairs = tuple(_nic_pair(ctx, a, b) for a, b in combinations(nics, 2))
+    printed = _printed_cells(snapshot, nics)
+    if printed is not None:
+        gpu_pairs, gpu_nic, nic_pairs = (tuple(_unknown_unless(c, printed) for c in conns)
+                                         for conns in (gpu_pairs, gpu_nic, nic_pairs))
     return Topology(
         source=snapshot.source,
         shape=shape.classify(snapshot, gpus, gpu_pairs, links),
@@ -62,6 +66,39 @@ def derive(snapshot: model.Snapshot) -> Topology:
         graph=graph.build(snapshot, gpus, nics, gpu_pairs, links),
         notes=_notes(snapshot, gpus, nics),
     )
+
+
+STAND_IN = "fffe:"  # the PCI domain of the stand-in tree a pasted topo -m is placed on (textplacement)
+
+
+def _printed_cells(snapshot: model.Snapshot, nics: tuple[NicEnd, ...]) -> set[tuple[str, str]] | None:
+    """On a machine placed from a pasted ``nvidia-smi topo -m`` alone (the stand-in tree), the pairs whose
+    cell the paste printed, in topology names; None elsewhere. A pair the paste did not print (a paste cut
+    mid-row) is unknown, whatever the stand-in tree would make of it."""
+    matrix = snapshot.smi_topo
+    if matrix is None or matrix.kind != "topo":
+        return None
+    if not snapshot.gpus or not all((g.pci_address or "").startswith(STAND_IN) for g in snapshot.gpus):
+        return None
+    counts: dict[str, int] = {}
+    for n in matrix.nics:
+        if n.device:
+            counts[n.device] = counts.get(n.device, 0) + 1
+    column = {(n.device if n.device and counts[n.device] == 1 else n.name): n.name for n in matrix.nics}
+    ours = {end.name: column.get(end.device, end.device) for end in nics}  # NIC0 (ours) -> NIC3 (printed)
+    seen = set()
+    for row, cells in matrix.links.items():
+        for col in cells:
+            seen.add((row, col))
+            seen.add((col, row))
+    return {(a, b) for a, b in seen} | {(x, y) for x in ours for y in ours if (ours[x], ours[y]) in seen} | {
+        (g, x) for g in (f"GPU{gpu.index}" for gpu in snapshot.gpus) for x in ours if (g, ours[x]) in seen}
+
+
+def _unknown_unless(conn: Connection, printed: set[tuple[str, str]]) -> Connection:
+    if (conn.a, conn.b) in printed:
+        return conn
+    return Connection(conn.a, conn.b, "N/A", None)
 
 
 def _gpu_end(snapshot: model.Snapshot, gpu: model.Gpu, links: nvlink.GpuLinks) -> GpuEnd:

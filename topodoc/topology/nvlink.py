@@ -9,7 +9,7 @@ an invisible peer is an NVSwitch). ``ibmnpu`` ends (POWER CPUs) are not GPU path
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from topodoc import model, pciaddr
 from topodoc.topology import rates
@@ -45,10 +45,38 @@ def _far_end(link: model.NvLink, gpu_at: dict[str, int], pci: dict[str, model.Pc
     return "other"
 
 
+# The most NVLinks one GPU has (Hopper and Blackwell: 18; REFERENCE.md §NVLink, NCCL probes 18 for sm>=90).
+MAX_GPU_NVLINKS = 18
+
+
+def from_matrix(snapshot: model.Snapshot) -> dict[int, GpuLinks]:
+    """GPUs without per-link NVML data, read from the NV<n> cells a pasted ``nvidia-smi topo -m`` printed
+    (``GpuPair.nvlink_count``). A GPU whose printed counts add up to more links than a GPU has
+    (:data:`MAX_GPU_NVLINKS`) reaches its peers through NVSwitch: nvidia-smi then prints each pair the
+    GPU's links into the switches (NV12 on DGX A100, NV18 on HGX H100); else the counts are direct bonds
+    (bridges, DGX-1's hybrid cube mesh)."""
+    counts: dict[int, dict[int, int]] = {}
+    for pair in snapshot.gpu_pairs:
+        if pair.nvlink_count:
+            counts.setdefault(pair.a, {})[pair.b] = pair.nvlink_count
+            counts.setdefault(pair.b, {})[pair.a] = pair.nvlink_count
+    out = {}
+    for index, peers in counts.items():
+        if sum(peers.values()) > MAX_GPU_NVLINKS:
+            out[index] = GpuLinks(index, {}, max(peers.values()), ("nvswitch",))
+        else:
+            out[index] = GpuLinks(index, dict(peers))
+    return out
+
+
 def gpu_links(snapshot: model.Snapshot) -> dict[int, GpuLinks]:
     gpu_at = {pciaddr.try_normalize(g.pci_address): g.index for g in snapshot.gpus if g.pci_address}
+    printed = from_matrix(snapshot) if not any(g.nvlinks for g in snapshot.gpus) else {}
     out = {}
     for gpu in snapshot.gpus:
+        if gpu.index in printed:
+            out[gpu.index] = replace(printed[gpu.index], compute_capability=gpu.compute_capability)
+            continue
         peers: Counter[int] = Counter()
         switches: list[str] = []
         versions: Counter[int | None] = Counter()

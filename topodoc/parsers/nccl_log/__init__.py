@@ -47,7 +47,9 @@ class NoNcclLinesError(LogInputError):
     """None of the inputs contains an NCCL line."""
 
 
-def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogAnalysis:
+def analyze(
+    inputs: Iterable[Input], extra_literals: Iterable[str] = (), require_nccl: bool = True
+) -> LogAnalysis:
     """Stream every input through one :class:`LogState` and freeze the result.
 
     ``extra_literals``: strings that make a line worth the full grammar wherever they appear in it (the
@@ -55,7 +57,10 @@ def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogA
     literal here). An NCCL record holding one is read by the grammar even when its first word is not one
     the scanner looks for; any other line holding one is read as an error line (classified by
     :func:`.errors.classify`, like a PyTorch or CUDA error line). Connection lines and the records the
-    fast path drops (collective calls, trees, ring orders) are never searched for them."""
+    fast path drops (collective calls, trees, ring orders) are never searched for them.
+
+    ``require_nccl=False``: inputs without an NCCL line give an analysis too (``diagnose FILE`` reads every
+    text this way, for the catalogue's known failures in any line) instead of :class:`NoNcclLinesError`."""
     items, extra = list(inputs), tuple(extra_literals)
     names = [item[0] if isinstance(item, tuple) else "<stdin>" if item == "-" else item for item in items]
     units = parallel.plan(items)
@@ -63,7 +68,7 @@ def analyze(inputs: Iterable[Input], extra_literals: Iterable[str] = ()) -> LogA
     if jobs > 1:
         _check_readable(names)
     state, stats = parallel.analyze_units(units, jobs, extra, names, _read_here(units, items, extra))
-    if not any(s.nccl_lines for s in stats):
+    if require_nccl and not any(s.nccl_lines for s in stats):
         names = ", ".join(s.name for s in stats) or "no input"
         raise NoNcclLinesError(f"no NCCL lines found in {names}")
     return build(state, tuple(stats))
