@@ -62,6 +62,8 @@ def documents() -> dict[str, Doc]:
     from topodoc.bandwidth.estimate import TpEstimate
     from topodoc.bandwidth.model import BandwidthModel
     from topodoc.commands.examples import Example
+    from topodoc.fabric.check import CheckResult
+    from topodoc.fabric.plan import FabricPlan
     from topodoc.fleet.compare import Difference, FleetReport
     from topodoc.fleet.raillog import RailMap
     from topodoc.report.diagnose import RuleRow
@@ -110,6 +112,11 @@ def documents() -> dict[str, Doc]:
             "topodoc fleet --json: nodes grouped by fingerprint, their differences, rails from logs.",
             FleetReport, {"rails": RailMap | None}, def_extras={Difference: {"split": bool}},
         ),
+        "topodoc.fabric": Doc(
+            "topodoc fabric plan --json: a rail-optimised Clos / fat-tree fabric for N nodes.", FabricPlan
+        ),
+        "topodoc.fabric-check": Doc("topodoc fabric check --json: a fleet compared with a fabric plan.",
+                                    CheckResult),
     }
 
 

@@ -151,10 +151,11 @@ def _checked(req: Request) -> Request:
         raise PlanError("--oversubscription must be 1:1, 2:1 or 4:1")
     if req.reference not in (None, "superpod"):
         raise PlanError(f"unknown reference {req.reference!r} (known: superpod)")
-    if req.reference == "superpod":
-        if req.oversubscription != 1 or not req.rails or req.topology != "clos":
-            raise PlanError("--reference superpod is a rail-optimised 1:1 Clos: drop --oversubscription, "
-                            "--no-rails and --topology")
+    if req.reference == "superpod" and (req.oversubscription != 1 or not req.rails or req.topology != "clos"):
+        raise PlanError(
+            "--reference superpod is a rail-optimised 1:1 Clos: "
+            "drop --oversubscription, --no-rails and --topology"
+        )
     if req.topology == "fat-tree":
         if req.oversubscription != 1:
             raise PlanError("a fat tree is 1:1 at every tier: drop --oversubscription or use --topology clos")
@@ -167,11 +168,19 @@ def _checked(req: Request) -> Request:
 
 def _shape(req: Request) -> _Shape:
     ports_per_node = 1 if req.rails else req.nics_per_node
-    shape = _Shape(req.switch.ports, req.oversubscription, req.nics_per_node if req.rails else 1,
-                   ports_per_node, req.reference == "superpod", req.topology == "fat-tree")
+    shape = _Shape(
+        req.switch.ports,
+        req.oversubscription,
+        req.nics_per_node if req.rails else 1,
+        ports_per_node,
+        req.reference == "superpod",
+        req.topology == "fat-tree",
+    )
     if shape.per_leaf(2) < 1:
-        raise PlanError(f"a leaf of {req.switch.ports} ports has {shape.down(2)} down ports: fewer than the "
-                        f"{ports_per_node} NICs a node puts on it without rails")
+        raise PlanError(
+            f"a leaf of {req.switch.ports} ports has {shape.down(2)} down ports: fewer than the "
+            f"{ports_per_node} NICs a node puts on it without rails"
+        )
     return shape
 
 
@@ -181,13 +190,17 @@ def _tiers(req: Request, shape: _Shape, limits: tuple[TierLimit, ...]) -> int:
     if wanted is not None:
         cap = limits[wanted - 1].max_nodes
         if req.nodes > cap:
-            raise PlanError(f"{req.nodes} nodes do not fit {wanted} tier(s) of {req.switch.name} "
-                            f"(at most {cap} nodes, {cap * req.gpus_per_node} GPUs)")
+            raise PlanError(
+                f"{req.nodes} nodes do not fit {wanted} tier(s) of {req.switch.name} "
+                f"(at most {cap} nodes, {cap * req.gpus_per_node} GPUs)"
+            )
         return wanted
     if not fits:
         cap = limits[-1].max_nodes
-        raise PlanError(f"{req.nodes} nodes need more than three tiers of {req.switch.name} "
-                        f"(three hold at most {cap} nodes, {cap * req.gpus_per_node} GPUs)")
+        raise PlanError(
+            f"{req.nodes} nodes need more than three tiers of {req.switch.name} "
+            f"(three hold at most {cap} nodes, {cap * req.gpus_per_node} GPUs)"
+        )
     return fits[0]
 
 
@@ -235,7 +248,9 @@ def _build(req: Request, shape: _Shape, tiers: int) -> _Build:
     return _Build(leaves, down, up, spines, pods * shape.planes, spine_up, cores)
 
 
-def _assemble(req: Request, shape: _Shape, tiers: int, limits: tuple[TierLimit, ...], b: _Build) -> FabricPlan:
+def _assemble(
+    req: Request, shape: _Shape, tiers: int, limits: tuple[TierLimit, ...], b: _Build
+) -> FabricPlan:
     sw = req.switch
     leaves = b.leaves_per_plane * shape.planes
     spines = b.spines_per_group * b.spine_groups
@@ -254,19 +269,34 @@ def _assemble(req: Request, shape: _Shape, tiers: int, limits: tuple[TierLimit, 
     bisection = min(inject, leaves * b.up * gbps) / 2 if crosses else inject / 2
     per_unit = shape.per_leaf(tiers)
     return FabricPlan(
-        topology=req.topology, reference=req.reference, switch=sw, tiers=tiers, nodes=req.nodes,
-        gpus=req.nodes * req.gpus_per_node, gpus_per_node=req.gpus_per_node,
-        nics_per_node=req.nics_per_node, rails=req.nics_per_node if req.rails else 0,
+        topology=req.topology,
+        reference=req.reference,
+        switch=sw,
+        tiers=tiers,
+        nodes=req.nodes,
+        gpus=req.nodes * req.gpus_per_node,
+        gpus_per_node=req.gpus_per_node,
+        nics_per_node=req.nics_per_node,
+        rails=req.nics_per_node if req.rails else 0,
         rails_joined=shape.joined or not req.rails,
-        switches=counts, scalable_units=round(req.nodes / per_unit, 3), nodes_per_unit=per_unit,
-        leaf_ports=(b.down, b.up), spines_per_group=b.spines_per_group, spine_groups=b.spine_groups,
-        oversubscription=_ratio_text(ratio), oversubscription_ratio=round(ratio, 3),
-        max_nodes=limits[tiers - 1].max_nodes, max_gpus=limits[tiers - 1].max_gpus,
+        switches=counts,
+        scalable_units=round(req.nodes / per_unit, 3),
+        nodes_per_unit=per_unit,
+        leaf_ports=(b.down, b.up),
+        spines_per_group=b.spines_per_group,
+        spine_groups=b.spine_groups,
+        oversubscription=_ratio_text(ratio),
+        oversubscription_ratio=round(ratio, 3),
+        max_nodes=limits[tiers - 1].max_nodes,
+        max_gpus=limits[tiers - 1].max_gpus,
         limits=tuple(lim for lim in limits if lim.max_nodes),
-        bisection_gbps=bisection, per_gpu_nic_gbps=nic_per_gpu,
+        bisection_gbps=bisection,
+        per_gpu_nic_gbps=nic_per_gpu,
         per_gpu_inter_node_gbps=round(nic_per_gpu / ratio, 3) if crosses else nic_per_gpu,
-        cables=tuple(cables), transceivers=sum(c.transceivers for c in cables),
-        structure=_structure(req, shape, tiers, b), notes=_notes(req, shape, tiers),
+        cables=tuple(cables),
+        transceivers=sum(c.transceivers for c in cables),
+        structure=_structure(req, shape, tiers, b),
+        notes=_notes(req, shape, tiers),
     )
 
 
@@ -284,29 +314,43 @@ def _structure(req: Request, shape: _Shape, tiers: int, b: _Build) -> tuple[str,
     r = req.nics_per_node
     out = []
     if req.rails:
-        out.append(f"{r} rails: NIC i of every node cables to the leaf of rail i; a node's NICs meet only "
-                   "inside the node (NVLink / PCIe)")
+        out.append(
+            f"{r} rails: NIC i of every node cables to the leaf of rail i; a node's NICs meet only "
+            "inside the node (NVLink / PCIe)"
+        )
     else:
-        out.append(f"no rails: all {r} NICs of a node cable to one leaf ({shape.per_leaf(tiers)} nodes per "
-                   f"leaf)")
+        out.append(
+            f"no rails: all {r} NICs of a node cable to one leaf ({shape.per_leaf(tiers)} nodes per leaf)"
+        )
     if tiers == 1:
-        out.append(f"one tier: one {req.switch.name} per rail holds every node; no uplinks"
-                   if req.rails else f"one tier: one {req.switch.name} holds every node")
+        out.append(
+            f"one tier: one {req.switch.name} per rail holds every node; no uplinks"
+            if req.rails
+            else f"one tier: one {req.switch.name} holds every node"
+        )
         return tuple(out)
-    out.append(f"a rail group ({r if req.rails else 1} leaf/leaves and the {shape.per_leaf(tiers)} nodes "
-               f"under them) exposes {(r if req.rails else 1) * b.up} uplinks as a node exposes {r} NICs: "
-               "the group is one node of the spine tier")
+    out.append(
+        f"a rail group ({r if req.rails else 1} leaf/leaves and the {shape.per_leaf(tiers)} nodes "
+        f"under them) exposes {(r if req.rails else 1) * b.up} uplinks as a node exposes {r} NICs: "
+        "the group is one node of the spine tier"
+    )
     if tiers == 2 and shape.joined:
-        out.append(f"every leaf of every rail spreads its {b.up} uplinks over the same {b.spines_per_group} "
-                   "spines: any NIC reaches any NIC through one spine")
+        out.append(
+            f"every leaf of every rail spreads its {b.up} uplinks over the same {b.spines_per_group} "
+            "spines: any NIC reaches any NIC through one spine"
+        )
     elif tiers == 2:
-        out.append(f"rail i of every group meets at rail i's {b.spines_per_group} spines; rails stay separate "
-                   "planes (traffic between GPUs of different index moves over NVLink first: NCCL's PXN)")
+        out.append(
+            f"rail i of every group meets at rail i's {b.spines_per_group} spines; rails stay separate "
+            "planes (traffic between GPUs of different index moves over NVLink first: NCCL's PXN)"
+        )
     else:
         pods = b.spine_groups // max(1, (req.nics_per_node if req.rails else 1))
-        out.append(f"a pod ({b.spines_per_group} spines of one rail and the leaves under them, {pods} pod(s) "
-                   f"per rail) is one node of the core tier: each spine sends {b.spine_up} uplinks to the "
-                   + ("cores that join every rail" if shape.joined else "cores of its own rail plane"))
+        out.append(
+            f"a pod ({b.spines_per_group} spines of one rail and the leaves under them, {pods} pod(s) "
+            f"per rail) is one node of the core tier: each spine sends {b.spine_up} uplinks to the "
+            + ("cores that join every rail" if shape.joined else "cores of its own rail plane")
+        )
     return tuple(out)
 
 
@@ -328,19 +372,24 @@ def _notes(req: Request, shape: _Shape, tiers: int) -> tuple[str, ...]:
         "of cables to each) and a group gets the fewest switches that fit; leaves carry uplinks for the "
         "ports they use (a half-full leaf gets half the uplinks)",
         "transceivers: every cable optical, one transceiver per end, switch ends sharing a twin-port cage "
-        f"where the switch has them ({req.switch.name}: {req.switch.ports_per_cage} port(s) per cage); copper "
-        "(DAC) inside a rack needs none",
+        f"where the switch has them ({req.switch.name}: {req.switch.ports_per_cage} port(s) per cage); "
+        "copper (DAC) inside a rack needs none",
         f"bandwidth: {req.switch.port_gbps:g} Gb/s per NIC and per switch port (the NIC runs at the switch "
         "port's speed); Gb/s = 1e9 bit/s, one direction",
     ]
     if req.reference == "superpod":
         notes.insert(0, SUPERPOD_NOTE)
     if shape.fat:
-        notes.insert(0, "fat tree (Al-Fares et al., SIGCOMM 2008): k pods of k/2 edge and k/2 aggregation "
-                        "switches, (k/2)^2 core switches, every tier 1:1; the core is built out in full so "
-                        "any pair of hosts has full bandwidth, at most k^3/4 hosts per plane")
+        notes.insert(
+            0,
+            "fat tree (Al-Fares et al., SIGCOMM 2008): k pods of k/2 edge and k/2 aggregation "
+            "switches, (k/2)^2 core switches, every tier 1:1; the core is built out in full so "
+            "any pair of hosts has full bandwidth, at most k^3/4 hosts per plane",
+        )
     if req.rails and not shape.joined and tiers >= 2:
-        notes.append("rail planes stay apart up to the top tier, as the seed text recurses them (rail 0 is "
-                     "leaf 0 of every group and its spines): GPU i of one node reaches GPU j != i of another "
-                     "only through NVLink inside a node first")
+        notes.append(
+            "rail planes stay apart up to the top tier, as the seed text recurses them (rail 0 is "
+            "leaf 0 of every group and its spines): GPU i of one node reaches GPU j != i of another "
+            "only through NVLink inside a node first"
+        )
     return tuple(notes)

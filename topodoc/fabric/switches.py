@@ -25,37 +25,83 @@ class Switch:
     source: str = ""
 
 
-SWITCHES: dict[str, Switch] = {s.name: s for s in (
-    Switch("QM8700", 40, 200.0, 1, "InfiniBand",
-           "NVIDIA QM87xx 1U HDR 200Gb/s InfiniBand Switch Systems User Manual "
-           "(https://docs.nvidia.com/networking/display/QM87XX): 40 QSFP56 ports of HDR 200 Gb/s; "
-           "the seed text (shared/seed, 'QM8700 ... 40 ports of 25 GB/s')"),
-    Switch("QM8790", 40, 200.0, 1, "InfiniBand",
-           "NVIDIA QM87xx user manual (https://docs.nvidia.com/networking/display/QM87XX): the externally "
-           "managed QM8700, 40 HDR 200 Gb/s ports; the switch of the DGX A100 SuperPOD"),
-    Switch("QM9700", 64, 400.0, 2, "InfiniBand",
-           "NVIDIA QM97xx 1U NDR 400Gb/s InfiniBand Switch Systems User Manual "
-           "(https://docs.nvidia.com/networking/display/QM97X0PUB/Interfaces): 32 OSFP cages, each 2 "
-           "logical NDR 400 Gb/s ports"),
-    Switch("QM9790", 64, 400.0, 2, "InfiniBand",
-           "NVIDIA QM97xx user manual (https://docs.nvidia.com/networking/display/QM97X0PUB): the "
-           "externally managed QM9700, 64 NDR 400 Gb/s ports in 32 twin-port OSFP cages"),
-    Switch("Q3400", 144, 800.0, 2, "InfiniBand",
-           "NVIDIA Quantum-X800 (https://www.nvidia.com/en-us/networking/products/infiniband/quantum-x800/): "
-           "144 XDR 800 Gb/s ports in 72 OSFP cages"),
-    Switch("SN5600", 64, 800.0, 1, "Ethernet",
-           "NVIDIA Spectrum-4 SN5000 2U Switch Systems Hardware User Manual: SN5600, 64 OSFP ports of "
-           "800GbE (51.2 Tb/s)"),
-    Switch("SN4700", 32, 400.0, 1, "Ethernet",
-           "NVIDIA Spectrum-3 SN4000 1U and 2U Switch Systems Hardware User Manual: SN4700, 32 QSFP-DD "
-           "ports of 400GbE"),
-)}
+SWITCHES: dict[str, Switch] = {
+    s.name: s
+    for s in (
+        Switch(
+            "QM8700",
+            40,
+            200.0,
+            1,
+            "InfiniBand",
+            "NVIDIA QM87xx 1U HDR 200Gb/s InfiniBand Switch Systems User Manual "
+            "(https://docs.nvidia.com/networking/display/QM87XX): 40 QSFP56 ports of HDR 200 Gb/s; "
+            "the seed text (shared/seed, 'QM8700 ... 40 ports of 25 GB/s')",
+        ),
+        Switch(
+            "QM8790",
+            40,
+            200.0,
+            1,
+            "InfiniBand",
+            "NVIDIA QM87xx user manual (https://docs.nvidia.com/networking/display/QM87XX): the externally "
+            "managed QM8700, 40 HDR 200 Gb/s ports; the switch of the DGX A100 SuperPOD",
+        ),
+        Switch(
+            "QM9700",
+            64,
+            400.0,
+            2,
+            "InfiniBand",
+            "NVIDIA QM97xx 1U NDR 400Gb/s InfiniBand Switch Systems User Manual "
+            "(https://docs.nvidia.com/networking/display/QM97X0PUB/Interfaces): 32 OSFP cages, each 2 "
+            "logical NDR 400 Gb/s ports",
+        ),
+        Switch(
+            "QM9790",
+            64,
+            400.0,
+            2,
+            "InfiniBand",
+            "NVIDIA QM97xx user manual (https://docs.nvidia.com/networking/display/QM97X0PUB): the "
+            "externally managed QM9700, 64 NDR 400 Gb/s ports in 32 twin-port OSFP cages",
+        ),
+        Switch(
+            "Q3400",
+            144,
+            800.0,
+            2,
+            "InfiniBand",
+            "NVIDIA Quantum-X800 "
+            "(https://www.nvidia.com/en-us/networking/products/infiniband/quantum-x800/): "
+            "144 XDR 800 Gb/s ports in 72 OSFP cages",
+        ),
+        Switch(
+            "SN5600",
+            64,
+            800.0,
+            1,
+            "Ethernet",
+            "NVIDIA Spectrum-4 SN5000 2U Switch Systems Hardware User Manual: SN5600, 64 OSFP ports of "
+            "800GbE (51.2 Tb/s)",
+        ),
+        Switch(
+            "SN4700",
+            32,
+            400.0,
+            1,
+            "Ethernet",
+            "NVIDIA Spectrum-3 SN4000 1U and 2U Switch Systems Hardware User Manual: SN4700, 32 QSFP-DD "
+            "ports of 400GbE",
+        ),
+    )
+}
 
 _SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:g|gb/s|gbps|gbit/s|gbe|g/s)?\s*", re.IGNORECASE)
 
 
 def parse_speed(text: str) -> float:
-    """"200G", "200", "400Gb/s", "800GbE" -> Gb/s."""
+    """ "200G", "200", "400Gb/s", "800GbE" -> Gb/s."""
     match = _SPEED.fullmatch(text or "")
     if not match or float(match.group(1)) <= 0 or float(match.group(1)) > 100_000:
         raise SwitchError(f"not a port speed: {text!r} (give Gb/s, e.g. 200G or 400)")
@@ -67,8 +113,10 @@ def lookup(name: str) -> Switch:
     key = key[1:] if key.startswith(("MQM", "MSN")) else key  # NVIDIA order codes start with M
     key = re.sub(r"^(QM\d{4}|SN\d{4}|Q\d{4}).*$", r"\1", key)  # order codes: MQM8700-HS2F -> QM8700
     if key not in SWITCHES:
-        raise SwitchError(f"unknown switch {name!r} (known: {', '.join(SWITCHES)}; "
-                          "or give --switch-radix N --port-speed 200G)")
+        raise SwitchError(
+            f"unknown switch {name!r} (known: {', '.join(SWITCHES)}; "
+            "or give --switch-radix N --port-speed 200G)"
+        )
     return SWITCHES[key]
 
 

@@ -24,6 +24,8 @@ VERSIONS: dict[str, int] = {
     "topodoc.examples": 1,
     "topodoc.estimate": 1,
     "topodoc.fleet": 1,
+    "topodoc.fabric": 1,
+    "topodoc.fabric-check": 1,
 }
 
 
