@@ -59,7 +59,7 @@ class Doc:
 def documents() -> dict[str, Doc]:
     """Every document by schema name. Imported lazily: the types live all over the package."""
     from topodoc import logmodel, model
-    from topodoc.bandwidth.estimate import TpEstimate
+    from topodoc.bandwidth.estimate import ClusterEstimate, TpEstimate
     from topodoc.bandwidth.model import BandwidthModel
     from topodoc.commands.examples import Example
     from topodoc.fabric.check import CheckResult
@@ -108,6 +108,10 @@ def documents() -> dict[str, Doc]:
                                 {"examples": list[Example]}),
         "topodoc.estimate": Doc("topodoc estimate tp --json: tensor-parallel communication estimate.",
                                 TpEstimate),
+        "topodoc.estimate-cluster": Doc(
+            "topodoc estimate cluster --json: cross-node collectives of a TP/PP/DP/EP job per step.",
+            ClusterEstimate,
+        ),
         "topodoc.fleet": Doc(
             "topodoc fleet --json: nodes grouped by fingerprint, their differences, rails from logs.",
             FleetReport, {"rails": RailMap | None}, def_extras={Difference: {"split": bool}},

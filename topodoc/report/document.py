@@ -26,6 +26,7 @@ VERSIONS: dict[str, int] = {
     "topodoc.fleet": 1,
     "topodoc.fabric": 1,
     "topodoc.fabric-check": 1,
+    "topodoc.estimate-cluster": 1,
 }
 
 
