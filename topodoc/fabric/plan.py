@@ -330,7 +330,8 @@ def _structure(req: Request, shape: _Shape, tiers: int, b: _Build) -> tuple[str,
         )
         return tuple(out)
     out.append(
-        f"a rail group ({r if req.rails else 1} leaf/leaves and the {shape.per_leaf(tiers)} nodes "
+        f"a rail group ({f'{r} leaves, one per rail,' if req.rails else 'one leaf'} and the "
+        f"{shape.per_leaf(tiers)} nodes "
         f"under them) exposes {(r if req.rails else 1) * b.up} uplinks as a node exposes {r} NICs: "
         "the group is one node of the spine tier"
     )
