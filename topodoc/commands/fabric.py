@@ -235,7 +235,6 @@ def diagram_cmd(plan_file: str | None, fmt: str, output: str | None, **kwargs) -
     "--fleet",
     "fleet",
     multiple=True,
-    required=True,
     metavar="INPUT",
     help="Recordings, snapshots, directories of them (repeatable), as `topodoc fleet` reads.",
 )
@@ -268,6 +267,8 @@ def check_cmd(
     """Compare a plan with the nodes and NCCL logs a fleet gives: count, NICs, rates, ports, rail map."""
     from topodoc.fabric.check import check, observe
 
+    if not fleet and not logs:
+        _fail("check", "give --fleet INPUT... (recordings, snapshots) and/or --logs PATH (NCCL logs)")
     try:
         fabric = load_plan(plan_file)
     except ValueError as err:
@@ -286,8 +287,10 @@ def check_cmd(
         from topodoc.report.fabric import render_check
 
         click.echo(render_check(result), nl=False)
-    if result.observed_nodes == 0:
-        sys.exit(EXIT_ERROR)
+    for line in result.errors:
+        click.echo(f"topodoc fabric check: {line}", err=True)
+    if fleet and result.observed_nodes == 0:
+        sys.exit(EXIT_ERROR)  # no node could be read: nothing was compared
     order = {s: i for i, s in enumerate(SEVERITIES)}
     worst = max((order[f.severity] for f in result.findings), default=-1)
     sys.exit(EXIT_FINDINGS if worst >= order[fail_on] else EXIT_OK)

@@ -136,8 +136,12 @@ def _natural(name: str) -> tuple:
 
 def check(plan: FabricPlan, seen: Observation) -> CheckResult:
     count = sum(len(v.names) for v in seen.nodes)
-    findings = [*_count(plan, count), *_gpus(plan, seen), *_nics(plan, seen), *_ports(plan, seen)]
+    findings = [*_gpus(plan, seen), *_nics(plan, seen), *_ports(plan, seen)]
     unknown = []
+    if seen.nodes or seen.rails is None:
+        findings += _count(plan, count)
+    else:
+        unknown.append("the nodes' NICs, rates and port states: add --fleet with `topodoc record` archives")
     if seen.rails is not None:
         findings += _rail_map(plan, seen.rails)
     else:
