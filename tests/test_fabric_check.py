@@ -112,8 +112,9 @@ def test_real_process_json_validates(tmp_path):
     assert text.returncode == 1 and "[error] port-state: node-b" in text.stdout
 
 
-@pytest.mark.parametrize("content", ["not json", '{"schema": "topodoc.fleet"}', '{"schema": "topodoc.fabric"}',
-                                     "[1, 2]"])
+@pytest.mark.parametrize(
+    "content", ["not json", '{"schema": "topodoc.fleet"}', '{"schema": "topodoc.fabric"}', "[1, 2]"]
+)
 def test_a_plan_that_is_not_a_plan_exits_2(tmp_path, content):
     bad = tmp_path / "plan.json"
     bad.write_text(content)
