@@ -178,14 +178,16 @@ def _fleet_network(fleet):
         raise ValueError("--fleet: no node could be read" + (f" ({seen.errors[0]})" if seen.errors else ""))
     shares = []
     for view in seen.nodes:
-        gbps = sum(p.gbps or 0 for p in view.ports if p.state.upper() == "ACTIVE")
+        rates = [p.gbps for p in view.ports if p.state.upper() == "ACTIVE" and p.gbps]
+        # NCCL splits a collective evenly over its channels (one per rail NIC): the slowest NIC paces all
+        gbps = min(rates) * len(rates) if rates else 0
         if not view.gpus or not gbps:
             raise ValueError(f"--fleet: {view.names[0]} shows no GPU or no active RDMA NIC with a rate")
         shares.append((gbps / 8 / view.gpus * GB, view))
     slowest, view = min(shares, key=lambda s: s[0])
     gpus = min(v.gpus for _, v in shares)
     return Network(nodes, gpus, (slowest, slowest), f"fleet ({nodes} nodes)", (
-        f"per GPU: the slowest node's active rail NICs / its GPUs ({view.names[0]}: {slowest / GB:g} "
+        f"per GPU: the slowest node's active rail NICs x their slowest rate / its GPUs ({view.names[0]}: {slowest / GB:g} "
         "GB/s); a collective runs at its slowest member",
         "the fabric above the leaves is unknown from recordings: 1:1 assumed (--plan gives oversubscription)",
     ))
