@@ -187,7 +187,7 @@ def _fleet_network(fleet):
     slowest, view = min(shares, key=lambda s: s[0])
     gpus = min(v.gpus for _, v in shares)
     return Network(nodes, gpus, (slowest, slowest), f"fleet ({nodes} nodes)", (
-        f"per GPU: the slowest node's active rail NICs x their slowest rate / its GPUs ({view.names[0]}: {slowest / GB:g} "
-        "GB/s); a collective runs at its slowest member",
+        f"per GPU: the slowest node's active rail NICs x their slowest rate / its GPUs ({view.names[0]}: "
+        f"{slowest / GB:g} GB/s); a collective runs at its slowest member",
         "the fabric above the leaves is unknown from recordings: 1:1 assumed (--plan gives oversubscription)",
     ))
