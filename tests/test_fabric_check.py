@@ -134,3 +134,25 @@ def test_a_fleet_of_unreadable_inputs_exits_2(tmp_path):
     junk.write_text("{}")
     out = run_cli("fabric", "check", str(_plan(tmp_path, "--nodes", "2")), "--fleet", str(junk))
     assert out.returncode == 2 and "junk.json" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("nodes", 3), ("switches", {"leaf": 1, "spine": 0, "core": 0}), ("nodes_per_unit", 0)]
+)
+def test_an_edited_plan_is_refused_not_trusted(tmp_path, field, value):
+    path = _plan(tmp_path, "--nodes", "20", "--reference", "superpod")
+    doc = json.loads(path.read_text())
+    doc[field] = value
+    path.write_text(json.dumps(doc))
+    for argv in (("fabric", "check", str(path), "--logs", str(LOG)), ("fabric", "diagram", "--plan", str(path))):
+        out = run_cli(*argv)
+        assert out.returncode == 2 and "plan again" in out.stderr, out.stderr
+
+
+def test_a_plan_with_an_absurd_switch_is_refused(tmp_path):
+    path = _plan(tmp_path, "--nodes", "2")
+    doc = json.loads(path.read_text())
+    doc["switch"]["ports"] = 10**9
+    path.write_text(json.dumps(doc))
+    out = run_cli("fabric", "check", str(path), "--logs", str(LOG))
+    assert out.returncode == 2 and "not a plan topodoc makes" in out.stderr

@@ -177,9 +177,19 @@ def load_plan(path: str):
         raise ValueError(f"{path}: not a `topodoc fabric plan --json` document (schema topodoc.fabric)")
     data = {k: v for k, v in doc.items() if k not in ("schema", "schema_version")}
     try:
-        return from_data(FabricPlan, data)
+        saved = from_data(FabricPlan, data)
     except CodecError as err:
         raise ValueError(f"{path}: {err}") from err
+    from topodoc.fabric.plan import PlanError, plan, request_of
+
+    try:
+        again = plan(request_of(saved))
+    except (PlanError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: not a plan topodoc makes: {err}") from err
+    if again != saved:
+        raise ValueError(f"{path}: differs from what `topodoc fabric plan` gives for its own inputs "
+                         "(edited, or made by another topodoc version): plan again")
+    return saved
 
 
 def _with_plan_file(func):

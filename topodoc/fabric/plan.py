@@ -91,6 +91,7 @@ class FabricPlan:
     spine_groups: int
     oversubscription: str  # as built at the leaf, "4:1"
     oversubscription_ratio: float
+    oversubscription_asked: int  # r of the r:1 asked for at the leaf (the built ratio may be lower)
     max_nodes: int  # with this switch, tier count and split
     max_gpus: int
     limits: tuple[TierLimit, ...]  # the most each tier count holds with this switch and split
@@ -133,6 +134,13 @@ class _Shape:
         return (self.k // groups_above) * (self.k // 2) * self.per_leaf(3)
 
 
+def request_of(p: FabricPlan) -> Request:
+    """The request that yields ``p`` (its tier count fixed): a saved plan is trusted only when planning
+    its own inputs again gives it back."""
+    return Request(p.nodes, p.switch, p.gpus_per_node, p.nics_per_node, p.oversubscription_asked, p.tiers,
+                   bool(p.rails), p.reference, p.topology)
+
+
 def plan(req: Request) -> FabricPlan:
     req = _checked(req)
     shape = _shape(req)
@@ -143,8 +151,8 @@ def plan(req: Request) -> FabricPlan:
 
 
 def _checked(req: Request) -> Request:
-    if req.nodes < 1 or req.gpus_per_node < 1 or req.nics_per_node < 1:
-        raise PlanError("nodes, GPUs per node and NICs per node must be at least 1")
+    if not (0 < req.nodes <= 10**7 and 0 < req.gpus_per_node <= 1024 and 0 < req.nics_per_node <= 1024):
+        raise PlanError("nodes (1..10^7), GPUs per node and NICs per node (1..1024) out of range")
     if req.topology not in TOPOLOGIES:
         raise PlanError(f"--topology must be one of {', '.join(TOPOLOGIES)}")
     if req.oversubscription not in RATIOS:
@@ -161,6 +169,8 @@ def _checked(req: Request) -> Request:
             raise PlanError("a fat tree is 1:1 at every tier: drop --oversubscription or use --topology clos")
         if req.tiers not in (None, 3):
             raise PlanError("a k-ary fat tree has three tiers: drop --tiers or use --topology clos")
+    if not 0 < req.switch.port_gbps <= 100_000 or req.switch.ports > 4096:
+        raise PlanError(f"a switch of {req.switch.ports} ports at {req.switch.port_gbps:g} Gb/s is not one")
     if req.switch.ports < 4 or req.switch.ports % 2:
         raise PlanError(f"a switch of {req.switch.ports} ports cannot be split evenly between tiers")
     return req
@@ -287,6 +297,7 @@ def _assemble(
         spine_groups=b.spine_groups,
         oversubscription=_ratio_text(ratio),
         oversubscription_ratio=round(ratio, 3),
+        oversubscription_asked=req.oversubscription,
         max_nodes=limits[tiers - 1].max_nodes,
         max_gpus=limits[tiers - 1].max_gpus,
         limits=tuple(lim for lim in limits if lim.max_nodes),
