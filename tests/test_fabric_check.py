@@ -137,14 +137,16 @@ def test_a_fleet_of_unreadable_inputs_exits_2(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("nodes", 3), ("switches", {"leaf": 1, "spine": 0, "core": 0}), ("nodes_per_unit", 0)]
+    ("field", "value"),
+    [("nodes", 3), ("switches", {"leaf": 1, "spine": 0, "core": 0}), ("nodes_per_unit", 0)],
 )
 def test_an_edited_plan_is_refused_not_trusted(tmp_path, field, value):
     path = _plan(tmp_path, "--nodes", "20", "--reference", "superpod")
     doc = json.loads(path.read_text())
     doc[field] = value
     path.write_text(json.dumps(doc))
-    for argv in (("fabric", "check", str(path), "--logs", str(LOG)), ("fabric", "diagram", "--plan", str(path))):
+    check = ("fabric", "check", str(path), "--logs", str(LOG))
+    for argv in (check, ("fabric", "diagram", "--plan", str(path))):
         out = run_cli(*argv)
         assert out.returncode == 2 and "plan again" in out.stderr, out.stderr
 
