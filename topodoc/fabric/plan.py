@@ -199,6 +199,9 @@ def _tiers(req: Request, shape: _Shape, limits: tuple[TierLimit, ...]) -> int:
     wanted = 3 if shape.fat else req.tiers
     if wanted is not None:
         cap = limits[wanted - 1].max_nodes
+        if not cap:
+            what = "the SuperPOD rule (rails joined by spines)" if shape.joined else "this design"
+            raise PlanError(f"{what} has no {wanted}-tier form: drop --tiers")
         if req.nodes > cap:
             raise PlanError(
                 f"{req.nodes} nodes do not fit {wanted} tier(s) of {req.switch.name} "
