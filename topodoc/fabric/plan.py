@@ -399,7 +399,9 @@ def _notes(req: Request, shape: _Shape, tiers: int) -> tuple[str, ...]:
             0,
             "fat tree (Al-Fares et al., SIGCOMM 2008): k pods of k/2 edge and k/2 aggregation "
             "switches, (k/2)^2 core switches, every tier 1:1; the core is built out in full so "
-            "any pair of hosts has full bandwidth, at most k^3/4 hosts per plane",
+            "any pair of hosts has full bandwidth, at most k^3/4 hosts per plane"
+            + ("; with rails every rail is its own fat tree (leaves, aggregation and cores per rail)"
+               if req.rails else ""),
         )
     if req.rails and not shape.joined and tiers >= 2:
         notes.append(

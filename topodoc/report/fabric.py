@@ -34,7 +34,8 @@ def render_plan(p: FabricPlan) -> str:
             f"{p.spine_groups} spine group(s) of {p.spines_per_group}"
         )
     lines.append(
-        f"  scalable units: {p.scalable_units:g} of {p.nodes_per_unit} nodes (one leaf per rail each)"
+        f"  scalable units: {p.scalable_units:g} of {p.nodes_per_unit} nodes "
+        + ("(one leaf per rail each)" if p.rails else "(one leaf each)")
     )
     lines.append("  cables and transceivers:")
     lines += [
