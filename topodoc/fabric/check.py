@@ -327,10 +327,31 @@ def _rail_map(plan: FabricPlan, rails) -> list[CheckFinding]:
                 evidence=tuple(f"GPU{g} -> {n}" for g, n in rails.majority.items()),
             )
         )
-    for f in rails.findings:
-        ev = tuple(f"{e.file}:{e.line}: {e.text}" for e in f.evidence)
-        if f.severity == "warning":  # a host whose GPU uses another NIC than most hosts
-            out.append(CheckFinding("warning", "rail-map", f.message, evidence=ev))
+    for host in rails.hosts:  # from the map's data, not its findings (whose rules fleet may rename)
+        for gpu, nics in host.nics.items():
+            want = rails.majority.get(gpu)
+            if want is None or nics == want:
+                continue
+            said = f"{host.host}: GPU{gpu} "
+            ev = next(
+                (
+                    tuple(f"{e.file}:{e.line}: {e.text}" for e in f.evidence)
+                    for f in rails.findings
+                    if f.message.startswith(said) and f.evidence
+                ),
+                (),
+            )
+            out.append(
+                CheckFinding(
+                    "warning",
+                    "rail-map",
+                    f"{host.host}: GPU{gpu} uses {nics}, most hosts use "
+                    f"{want}: this node breaks the rail (GPU{gpu}'s traffic enters another rail's "
+                    "leaf)",
+                    (host.host,),
+                    ev or (f"{host.host}: GPU{gpu} -> {nics}",),
+                )
+            )
     if rails.cross_rail:
         isolated = plan.rails and not plan.rails_joined
         sev = "error" if isolated else "info"
