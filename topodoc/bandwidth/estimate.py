@@ -43,6 +43,11 @@ class TpEstimate:
     bandwidth_source: str = "given"
 
 
+def message_bytes(job: TpJob) -> int:
+    """S: one activation tensor, seq x hidden x micro_batch x dtype bytes (what a TP all-reduce moves)."""
+    return job.seq * job.hidden * job.micro_batch * DTYPE_BYTES[job.dtype]
+
+
 def ring_allreduce_bytes(message_bytes: int, ranks: int) -> int:
     """Bytes each GPU sends (and receives) in a ring all-reduce of ``message_bytes``."""
     return message_bytes * 2 * (ranks - 1) // ranks
@@ -56,7 +61,7 @@ def estimate_tp(
 ) -> TpEstimate:
     """Bytes per GPU per micro batch, the bandwidth that hides them, and the no-overlap comm share."""
     _check(job, compute_time_s, bandwidth_bytes_per_s)
-    message = job.seq * job.hidden * job.micro_batch * DTYPE_BYTES[job.dtype]
+    message = message_bytes(job)
     per_allreduce = ring_allreduce_bytes(message, job.tp)
     total = per_allreduce * job.allreduces_per_layer * job.layers
     fast_compute, slow_compute = compute_time_s
@@ -159,7 +164,7 @@ def estimate_cluster(job: ClusterJob, net: Network, compute_time_s: tuple[float,
     m, g = job.model, net.gpus_per_node
     gpus = m.tp * job.pp * job.dp
     params = job.params or 12.0 * m.layers * m.hidden**2
-    act = m.seq * m.hidden * m.micro_batch * DTYPE_BYTES[m.dtype]  # S, the TP estimator's message
+    act = message_bytes(m)  # S, the TP estimator's message
     shard = int(params / (m.tp * job.pp)) * DTYPE_BYTES[job.grad_dtype]  # gradient bytes per GPU
     mb = job.micro_batches
     rows = []
