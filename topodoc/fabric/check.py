@@ -361,11 +361,13 @@ def _rail_map(plan: FabricPlan, rails) -> list[CheckFinding]:
             if isolated
             else "they cross the spines (or cores) instead of staying on one rail"
         )
+        sample = next((f.evidence for f in rails.findings if "different rails" in f.message), ())
         out.append(
             CheckFinding(
                 sev,
                 "cross-rail",
                 f"{rails.cross_rail} NCCL connection(s) join NICs of different rails: {why}",
+                evidence=tuple(f"{e.file}:{e.line}: {e.text}" for e in sample),
             )
         )
     if len(rails.hosts) > plan.nodes:

@@ -70,10 +70,11 @@ def render_plan(p: FabricPlan) -> str:
 
 
 def render_check(result) -> str:
-    lines = [
-        f"plan: {result.plan_nodes} nodes, {result.plan_nics} NICs per node at {result.plan_gbps:g} Gb/s; "
-        f"observed: {result.observed_nodes} node(s)"
-    ]
+    seen = f"observed: {result.observed_nodes} node(s)" if result.observed_nodes else "observed: no node read"
+    if result.log_hosts is not None:
+        seen += f", NCCL logs from {result.log_hosts} host(s)"
+    lines = [f"plan: {result.plan_nodes} nodes, {result.plan_nics} NICs per node at {result.plan_gbps:g} "
+             f"Gb/s; {seen}"]
     if not result.findings:
         lines.append("  no difference from the plan")
     for f in result.findings:
