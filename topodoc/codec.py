@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -108,7 +109,8 @@ def upgrade_snapshot(data: dict) -> dict:
 def _hints(cls: type) -> dict[str, Any]:
     from topodoc import model
 
-    return typing.get_type_hints(cls, vars(model))
+    # the class's own module first (a type outside topodoc.model names its neighbours), then the model's
+    return typing.get_type_hints(cls, vars(model), vars(sys.modules[cls.__module__]))
 
 
 def _decoder(tp: Any) -> Callable[[Any], Any]:

@@ -59,9 +59,11 @@ class Doc:
 def documents() -> dict[str, Doc]:
     """Every document by schema name. Imported lazily: the types live all over the package."""
     from topodoc import logmodel, model
-    from topodoc.bandwidth.estimate import TpEstimate
+    from topodoc.bandwidth.estimate import ClusterEstimate, TpEstimate
     from topodoc.bandwidth.model import BandwidthModel
     from topodoc.commands.examples import Example
+    from topodoc.fabric.check import CheckResult
+    from topodoc.fabric.plan import FabricPlan
     from topodoc.fleet.compare import Difference, FleetReport
     from topodoc.fleet.raillog import RailMap
     from topodoc.report.diagnose import RuleRow
@@ -106,10 +108,19 @@ def documents() -> dict[str, Doc]:
                                 {"examples": list[Example]}),
         "topodoc.estimate": Doc("topodoc estimate tp --json: tensor-parallel communication estimate.",
                                 TpEstimate),
+        "topodoc.estimate-cluster": Doc(
+            "topodoc estimate cluster --json: cross-node collectives of a TP/PP/DP/EP job per step.",
+            ClusterEstimate,
+        ),
         "topodoc.fleet": Doc(
             "topodoc fleet --json: nodes grouped by fingerprint, their differences, rails from logs.",
             FleetReport, {"rails": RailMap | None}, def_extras={Difference: {"split": bool}},
         ),
+        "topodoc.fabric": Doc(
+            "topodoc fabric plan --json: a rail-optimised Clos / fat-tree fabric for N nodes.", FabricPlan
+        ),
+        "topodoc.fabric-check": Doc("topodoc fabric check --json: a fleet compared with a fabric plan.",
+                                    CheckResult),
     }
 
 

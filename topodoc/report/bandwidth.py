@@ -93,3 +93,31 @@ def render_comparisons(comparisons) -> str:
         return "no expectation applies (no large-message rows, or no model for this collective)"
     marks = {"ok": "ok", "above": "ok", "below": "LOW", "far-below": "FAR BELOW"}
     return "\n".join(f"[{marks[c.verdict]}] {c.explanation}" for c in comparisons)
+
+
+def render_cluster(est) -> str:
+    """The cross-node estimate: each collective that leaves the node, per step, then the verdict."""
+    job, m, net = est.job, est.job.model, est.network
+    pct = (est.comm_fraction[0] * 100, est.comm_fraction[1] * 100)
+    lines = [
+        f"TP={m.tp} PP={job.pp} DP={job.dp} EP={job.ep} = {est.gpus} GPUs on {est.nodes_used} of "
+        f"{net.nodes} nodes ({net.gpus_per_node} GPUs each); {m.layers} layers, hidden {m.hidden}, seq "
+        f"{m.seq}, micro batch {m.micro_batch} x {job.micro_batches} per step, {m.dtype}; "
+        f"{est.params / 1e9:.1f} B params",
+        f"  network per GPU across nodes: {_pair(tuple(v / GB for v in net.gpu_bytes_per_s), 'g')} GB/s "
+        f"({net.source})",
+        "  per step, per GPU:",
+    ]
+    for c in est.collectives:
+        if not c.crosses_nodes:
+            lines.append(f"    {c.name}: {c.group} ranks inside one node (NVLink / PCIe, not the network)")
+            continue
+        lines.append(f"    {c.name}: {c.group} ranks, {c.ranks_per_node} per node -> "
+                     f"{c.bytes_per_gpu / GIB:.2f} GiB through the NIC, {_pair(c.time_s, '.3f')} s")
+    lines.append(f"  compute {_pair(est.compute_time_s, 'g')} s, cross-node communication "
+                 f"{_pair(est.comm_time_s, '.3f')} s -> {_pair(pct, '.0f')} % of the step with no overlap: "
+                 f"{est.verdict}")
+    lines.append("  assumptions:")
+    lines += [textwrap.fill(a, 100, initial_indent="    - ", subsequent_indent="      ")
+              for a in est.assumptions]
+    return "\n".join(lines) + "\n"

@@ -24,6 +24,9 @@ VERSIONS: dict[str, int] = {
     "topodoc.examples": 1,
     "topodoc.estimate": 1,
     "topodoc.fleet": 1,
+    "topodoc.fabric": 1,
+    "topodoc.fabric-check": 1,
+    "topodoc.estimate-cluster": 1,
 }
 
 
