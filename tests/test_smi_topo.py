@@ -1,3 +1,4 @@
+import dataclasses
 import json
 from pathlib import Path
 
@@ -34,7 +35,9 @@ def test_golden(path):
 @pytest.mark.parametrize("path", [p for p in FIXTURES if "truncated" not in p.stem], ids=lambda p: p.stem)
 def test_render_parses_back_to_the_same_model(path):
     matrix = parse(decode(path.read_bytes()))
-    assert parse(render(matrix)) == matrix
+    # the render holds what was read; a value the paste cut was left out, so the render is not cut there
+    cut = tuple(w for w in matrix.warnings if not w.startswith("the paste ends inside"))
+    assert parse(render(matrix)) == dataclasses.replace(matrix, warnings=cut)
 
 
 def test_seed_pcie_switch_matrix():

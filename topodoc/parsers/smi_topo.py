@@ -26,7 +26,7 @@ Raises :class:`SmiTopoParseError` only when no matrix is found at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import regex
 
@@ -84,7 +84,11 @@ def parse(text: str) -> ConnectionMatrix:
             continue
         rows, end = _rows(lines, header)
         if rows:
-            return _build(header, rows, lines[: index + 1], lines[end:])
+            cut: list[str] = []
+            if not any(line.strip() for line in lines[end:]):
+                rows[-1] = _last_row(rows[-1], rows[:-1], header, cut)
+            matrix = _build(header, rows, lines[: index + 1], lines[end:])
+            return replace(matrix, warnings=tuple(cut) + matrix.warnings) if cut else matrix
     raise SmiTopoParseError(
         "no nvidia-smi topo matrix found: expected a header line like 'GPU0 GPU1 ... CPU Affinity' "
         "followed by one row per device"
@@ -177,6 +181,36 @@ def _build(header: _Header, rows: list[_Row], before: list[str], after: list[str
     )
 
 
+_WHOLE_CELL = regex.compile(rf"(?:{_CELL})")
+
+
+def _last_row(row: _Row, others: list[_Row], header: _Header, cut: list[str]) -> _Row:
+    """The paste's last line, when it is a row: a paste that ends there may end inside its last value. A last
+    value that is the start of a longer one other rows print in that place (``NV1`` where the matrix holds
+    ``NV18``, a CPU Affinity ``0-23,4`` where the others read ``0-23,48-71``) is taken as cut and left out,
+    with a warning; a row whose values are whole ends where nvidia-smi ends it."""
+    width = len(header.names)
+    if row.extras:
+        column = len(row.extras) - 1
+        seen = {o.extras[column] for o in others if len(o.extras) > column}
+        if _cut_value(row.extras[-1], seen):
+            cut.append(f"the paste ends inside row {row.name}: its last value '{row.extras[-1]}' is cut "
+                       "and left out")
+            return _Row(row.name, row.cells, row.extras[:-1])
+        return row
+    if row.cells and len(row.cells) < width:
+        seen = {c for o in others for c in o.cells}
+        if _cut_value(row.cells[-1], seen):
+            cut.append(f"the paste ends inside row {row.name}: its last cell '{row.cells[-1]}' is cut and "
+                       "left out")
+            return _Row(row.name, row.cells[:-1], ())
+    return row
+
+
+def _cut_value(value: str, seen: set[str]) -> bool:
+    return value not in seen and any(len(v) > len(value) and v.startswith(value) for v in seen)
+
+
 def _unique_rows(rows: list[_Row], warnings: list[str]) -> dict[str, _Row]:
     by_name: dict[str, _Row] = {}
     for row in rows:
@@ -188,7 +222,10 @@ def _unique_rows(rows: list[_Row], warnings: list[str]) -> dict[str, _Row]:
 
 
 def _links(names: tuple[str, ...], cells: tuple[str, ...]) -> dict[str, str]:
-    return {name: ("SYS" if cell == "SOC" else cell) for name, cell in zip(names, cells, strict=False)}
+    """Each column's cell; a token that is no cell nvidia-smi prints (``NV`` without its count, a stray
+    word) is no cell either."""
+    return {name: ("SYS" if cell == "SOC" else cell) for name, cell in zip(names, cells, strict=False)
+            if _WHOLE_CELL.fullmatch(cell)}
 
 
 def _gpu(name: str, row: _Row | None, heads: tuple[str, ...]) -> MatrixGpu:

@@ -57,7 +57,7 @@ def derive(snapshot: model.Snapshot) -> Topology:
     nic_pairs = tuple(_nic_pair(ctx, a, b) for a, b in combinations(nics, 2))
     printed = _printed_cells(snapshot, nics)
     if printed is not None:
-        gpu_pairs, gpu_nic, nic_pairs = (tuple(_unknown_unless(c, printed) for c in conns)
+        gpu_pairs, gpu_nic, nic_pairs = (tuple(_as_printed(c, printed) for c in conns)
                                          for conns in (gpu_pairs, gpu_nic, nic_pairs))
     return Topology(
         source=snapshot.source,
@@ -71,10 +71,11 @@ def derive(snapshot: model.Snapshot) -> Topology:
 STAND_IN = "fffe:"  # the PCI domain of the stand-in tree a pasted topo -m is placed on (textplacement)
 
 
-def _printed_cells(snapshot: model.Snapshot, nics: tuple[NicEnd, ...]) -> set[tuple[str, str]] | None:
-    """On a machine placed from a pasted ``nvidia-smi topo -m`` alone (the stand-in tree), the pairs whose
-    cell the paste printed, in topology names; None elsewhere. A pair the paste did not print (a paste cut
-    mid-row) is unknown, whatever the stand-in tree would make of it."""
+def _printed_cells(snapshot: model.Snapshot, nics: tuple[NicEnd, ...]) -> dict[tuple[str, str], str] | None:
+    """On a machine placed from a pasted ``nvidia-smi topo -m`` alone (the stand-in tree), the cell the paste
+    printed for each pair, in topology names; None elsewhere. The paste is the evidence: a pair it did not
+    print (a paste cut mid-row) is unknown, and a printed class no tree can give back (two GPUs of one NUMA
+    node printed NODE to one NIC and SYS to the other) is taken as printed."""
     matrix = snapshot.smi_topo
     if matrix is None or matrix.kind != "topo":
         return None
@@ -86,19 +87,30 @@ def _printed_cells(snapshot: model.Snapshot, nics: tuple[NicEnd, ...]) -> set[tu
             counts[n.device] = counts.get(n.device, 0) + 1
     column = {(n.device if n.device and counts[n.device] == 1 else n.name): n.name for n in matrix.nics}
     ours = {end.name: column.get(end.device, end.device) for end in nics}  # NIC0 (ours) -> NIC3 (printed)
-    seen = set()
+    seen: dict[tuple[str, str], str] = {}
     for row, cells in matrix.links.items():
-        for col in cells:
-            seen.add((row, col))
-            seen.add((col, row))
-    return {(a, b) for a, b in seen} | {(x, y) for x in ours for y in ours if (ours[x], ours[y]) in seen} | {
-        (g, x) for g in (f"GPU{gpu.index}" for gpu in snapshot.gpus) for x in ours if (g, ours[x]) in seen}
+        for col, cell in cells.items():
+            seen.setdefault((row, col), cell)
+            seen.setdefault((col, row), cell)
+    out = dict(seen)
+    out.update({(x, y): seen[ours[x], ours[y]] for x in ours for y in ours if (ours[x], ours[y]) in seen})
+    gpus = [f"GPU{gpu.index}" for gpu in snapshot.gpus]
+    out.update({(g, x): seen[g, ours[x]] for g in gpus for x in ours if (g, ours[x]) in seen})
+    return out
 
 
-def _unknown_unless(conn: Connection, printed: set[tuple[str, str]]) -> Connection:
-    if (conn.a, conn.b) in printed:
+_NCCL_OF = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}  # pcitree.nccl_level
+
+
+def _as_printed(conn: Connection, printed: dict[tuple[str, str], str]) -> Connection:
+    cell = printed.get((conn.a, conn.b))
+    if cell is None:
+        return Connection(conn.a, conn.b, "N/A", None)
+    if cell not in _NCCL_OF or conn.pci_level == cell:
         return conn
-    return Connection(conn.a, conn.b, "N/A", None)
+    nccl = conn.nccl if conn.nccl in ("NVL", "NVB", "PXN", "P2C", "C2C") else _NCCL_OF[cell]
+    smi = conn.smi if conn.smi.startswith("NV") else cell
+    return replace(conn, smi=smi, pci_level=cell, nccl=nccl)
 
 
 def _gpu_end(snapshot: model.Snapshot, gpu: model.Gpu, links: nvlink.GpuLinks) -> GpuEnd:
