@@ -153,12 +153,10 @@ def _sniffed(stream: BinaryIO) -> BinaryIO:
 
 
 def _utf16(head: bytes) -> str | None:
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "utf-16"
-    pairs = len(head) // 2
-    if pairs >= 8 and head[1::2].count(0) >= pairs * 0.9 and head[0::2].count(0) == 0:
-        return "utf-16-le"
-    return None
+    """The one UTF-16 detector every reader uses (:func:`topodoc.inputs.utf16_encoding`)."""
+    from topodoc.inputs import utf16_encoding
+
+    return utf16_encoding(head)
 
 
 def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> Iterator:

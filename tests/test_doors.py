@@ -1,0 +1,167 @@
+"""Issue 21: every door gives the same answer. The same inputs through ``diagnose FILE...``, ``diagnose
+--from/--log/--nccl-tests``, ``logs``, ``nccltests``, ``topo``, the Python API and the agent's cycle give the
+same facts and the same rule ids; one log and one nccl-tests file read the same in UTF-8, UTF-16 LE/BE with
+and without a BOM, and gzip, through every command."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+import topodoc
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = ROOT / "fixtures" / "logs" / "ib-2node-gdr-srun.log"
+ERROR_LOG = ROOT / "fixtures" / "logs" / "error-catalogue-mixed.log"
+TESTS = ROOT / "fixtures" / "nccl_tests" / "all-reduce-8xa100-nvswitch.txt"
+TOPO = ROOT / "fixtures" / "topo" / "dgx-a100-nv12-mlx5.txt"
+MACHINE = "example:dgx-a100"
+
+
+def _diagnose(*args: str) -> dict:
+    result = run_cli("diagnose", *args, "--json", "--fail-on", "critical")
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def _rules(doc: dict) -> list[str]:
+    return sorted(f["rule"] for f in doc["findings"])
+
+
+@pytest.mark.parametrize("log", [LOG, ERROR_LOG], ids=lambda p: p.stem)
+def test_a_log_reads_the_same_through_every_door(log: Path) -> None:
+    as_file = _diagnose(str(log))
+    as_log = _diagnose("--log", str(log))
+    assert _rules(as_file) == _rules(as_log)
+    assert as_file["inputs"]["log"] == as_log["inputs"]["log"]
+    api = topodoc.diagnose(logs=[str(log)])
+    assert sorted(f.rule for f in api.findings) == _rules(as_log)
+    assert sorted(f.rule for f in topodoc.diagnose(files=[str(log)]).findings) == _rules(as_log)
+    # what `logs` reads is what diagnose read: every error line `logs` reports is cited by a finding
+    logs = json.loads(run_cli("logs", str(log), "--json").stdout)
+    cited = {e["where"] for f in as_file["findings"] for e in f["evidence"] if e["source"] == "log"}
+    assert {f"{e['file']}:{e['line']}" for e in logs["errors"]} <= cited
+
+
+def test_nccl_tests_output_reads_the_same_through_every_door() -> None:
+    as_file = _diagnose("--from", MACHINE, str(TESTS))
+    as_option = _diagnose("--from", MACHINE, "--nccl-tests", str(TESTS))
+    assert _rules(as_file) == _rules(as_option)
+    assert as_file["inputs"]["nccl-tests"] == as_option["inputs"]["nccl-tests"] == str(TESTS)
+    api = topodoc.diagnose(MACHINE, nccl_tests=str(TESTS))
+    assert sorted(f.rule for f in api.findings) == _rules(as_option)
+    runs = json.loads(run_cli("nccltests", str(TESTS), "--json").stdout)["runs"]
+    assert runs and runs[0]["rows"]
+
+
+def test_a_topo_paste_reads_the_same_through_every_door() -> None:
+    as_file = _diagnose(str(TOPO))
+    api = topodoc.diagnose(files=[str(TOPO)])
+    assert sorted(f.rule for f in api.findings) == _rules(as_file)
+    topo = json.loads(run_cli("topo", str(TOPO), "--json").stdout)
+    from topodoc.diagnosis import Request, run
+
+    snapshot = run(Request(files=(str(TOPO),))).snapshot
+    assert {row: dict(cells) for row, cells in snapshot.smi_topo.links.items()} == topo["links"]
+
+
+def test_a_recording_reads_the_same_through_the_cli_the_api_and_the_agent() -> None:
+    cli = _diagnose("--from", MACHINE)
+    assert sorted(f.rule for f in topodoc.diagnose(MACHINE).findings) == _rules(cli)
+    from topodoc.agent.cycle import Prober
+
+    cycle = Prober(MACHINE, 60.0).run(1)
+    assert sorted(f.rule for f in cycle.report.findings) == _rules(cli)
+
+
+def test_the_agent_cycle_runs_the_kernel_rules_on_followed_events() -> None:
+    """A replayed Xid 79 is an error-or-worse finding of the agent's cycle, as in diagnose with a dmesg."""
+    from topodoc.agent.cycle import Prober
+    from topodoc.parsers.kernel_log import parse_line
+
+    line = "NVRM: Xid (PCI:0000:07:00): 79, pid=0, GPU has fallen off the bus."
+    event = parse_line(line, 1)
+    assert event is not None
+    cycle = Prober(MACHINE, 60.0).run(1, kernel=(("replay kernel log", event),))
+    from topodoc.rules.engine import Severity
+
+    lost = [f for f in cycle.report.findings if f.rule == "kernel-xid"]
+    assert lost and lost[0].severity.rank >= Severity.ERROR.rank
+
+
+# ---- one reader: encodings ----------------------------------------------------------------------------
+
+
+def _encodings(path: Path, folder: Path) -> list[Path]:
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for name, data in (
+        ("utf8", text.encode("utf-8")),
+        ("utf16le", text.encode("utf-16-le")),
+        ("utf16le-bom", b"\xff\xfe" + text.encode("utf-16-le")),
+        ("utf16be", text.encode("utf-16-be")),
+        ("utf16be-bom", b"\xfe\xff" + text.encode("utf-16-be")),
+        ("gz", gzip.compress(text.encode("utf-8"))),
+    ):
+        target = folder / f"{path.stem}-{name}{path.suffix}{'.gz' if name == 'gz' else ''}"
+        target.write_bytes(data)
+        out.append(target)
+    return out
+
+
+def _same(outputs: list[str], names: list[Path], original: Path) -> None:
+    """Identical once each file's own name is put back to one name."""
+    normal = [out.replace(str(name), "INPUT") for out, name in zip(outputs, names, strict=True)]
+    assert all(n == normal[0] for n in normal), [n[:300] for n in normal if n != normal[0]][:1]
+
+
+def test_one_log_in_every_encoding_reads_the_same_through_every_command(tmp_path: Path) -> None:
+    files = _encodings(LOG, tmp_path)
+    for args in (("logs", "{}", "--json"), ("diagnose", "{}", "--json"), ("diagnose", "--log", "{}", "--json")):
+        outputs = [run_cli(*[a.format(f) for a in args]).stdout for f in files]
+        assert outputs[0].strip(), args
+        _same(outputs, files, LOG)
+
+
+def test_one_nccl_tests_output_in_every_encoding_reads_the_same_through_every_command(tmp_path: Path) -> None:
+    files = _encodings(TESTS, tmp_path)
+    for args in (("nccltests", "{}", "--json"), ("diagnose", "--from", MACHINE, "{}", "--json"),
+                 ("diagnose", "--from", MACHINE, "--nccl-tests", "{}", "--json")):
+        outputs = [run_cli(*[a.format(f) for a in args]).stdout for f in files]
+        assert outputs[0].strip(), args
+        _same(outputs, files, TESTS)
+
+
+def test_nothing_usable_is_exit_2_with_a_json_document(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.txt"
+    junk.write_text("just some words\nnothing a tool printed\n")
+    result = run_cli("diagnose", str(junk), "--json")
+    assert result.returncode == 2
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "topodoc.diagnose" and "no input was recognized" in doc["error"]
+    assert doc["inputs"]["files"][0]["path"] == str(junk)
+
+
+def test_bare_channel_lines_and_a_known_failure_line_are_read_by_diagnose_file(tmp_path: Path) -> None:
+    """Text no detector claims is still read by the log analyzer and the failure catalogue."""
+    bare = tmp_path / "channels.txt"
+    bare.write_text("3[3d000] -> 11[3d000] [receive] via NET/IB/1/GDRDMA\n"
+                    "11[3d000] -> 3[3d000] [send] via NET/IB/1/GDRDMA\n")
+    fm = tmp_path / "job.out"
+    fm.write_text("starting training\n[rank2]: Cuda failure 802 'system not yet initialized'\nexiting\n")
+    for path in (bare, fm):
+        logs = run_cli("logs", str(path), "--json")
+        result = run_cli("diagnose", str(path), "--json")
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        doc = json.loads(result.stdout)
+        assert doc["inputs"]["files"][0]["kind"] == "nccl-log"
+        if logs.returncode == 0:
+            for error in json.loads(logs.stdout)["errors"]:
+                assert any(e["where"] == f"{error['file']}:{error['line']}"
+                           for f in doc["findings"] for e in f["evidence"]), error
+    doc = json.loads(run_cli("diagnose", str(fm), "--json").stdout)
+    assert any("802" in f["message"] or "Fabric Manager" in f["message"] for f in doc["findings"])
