@@ -165,3 +165,25 @@ def test_bare_channel_lines_and_a_known_failure_line_are_read_by_diagnose_file(t
                            for f in doc["findings"] for e in f["evidence"]), error
     doc = json.loads(run_cli("diagnose", str(fm), "--json").stdout)
     assert any("802" in f["message"] or "Fabric Manager" in f["message"] for f in doc["findings"])
+
+
+def test_a_paste_of_several_commands_is_read_region_by_region(tmp_path: Path) -> None:
+    """Prompt, command, output, next prompt ...: each output goes to its own parser, line numbers kept."""
+    topo = (ROOT / "fixtures" / "topo" / "dgx-a100-nv12-mlx5.txt").read_text()
+    ibstat = (ROOT / "fixtures" / "text" / "ibstat" / "a100-one-port-down.txt").read_text()
+    xid = "[ 1234.567890] NVRM: Xid (PCI:0000:07:00): 79, pid=0, GPU has fallen off the bus.\n"
+    paste = (f"ops@node-a:~$ nvidia-smi topo -m\n{topo}\nops@node-a:~$ ibstat\n{ibstat}\n"
+             f"ops@node-a:~$ sudo dmesg | grep -i xid\n{xid}")
+    path = tmp_path / "issue.txt"
+    path.write_text(paste)
+    doc = _diagnose(str(path))
+    (row,) = doc["inputs"]["files"]
+    assert row["kind"] == "smi-topo" and {"ibstat", "dmesg"} <= set(row["also_read"])
+    rules = set(_rules(doc))
+    assert {"ib-port-down", "kernel-xid"} <= rules and "gpu-p2p-via-cpu" not in rules
+    xid_line = paste.split("\n").index(xid.strip()) + 1
+    where = [e["where"] for f in doc["findings"] if f["rule"] == "kernel-xid" for e in f["evidence"]]
+    assert where == [f"{path}:{xid_line}"]
+    down = next(f for f in doc["findings"] if f["rule"] == "ib-port-down")
+    line = int(down["evidence"][0]["where"].rsplit(":", 1)[1])
+    assert paste.split("\n")[line - 1].strip() and line > paste.count("\n", 0, paste.index("$ ibstat"))

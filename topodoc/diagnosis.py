@@ -299,10 +299,14 @@ def _file_row(item, texts: list, log_names: tuple[str, ...]) -> dict:
     if kind == "unknown" and name in log_names:
         kind = "nccl-log"  # no detector's marks, but the analyzer found NCCL lines or a known failure
     row = {"path": item.path, "kind": kind, "taken_as": title(kind)}
-    if item.also:
-        row["also_contains"] = [title(k) for k in item.also]
+    also = list(item.also)
+    if name in log_names and kind != "nccl-log" and "nccl-log" not in also:
+        also.append("nccl-log")  # the log analyzer found NCCL lines or a known failure in it
+    if also:
+        row["also_contains"] = [title(k) for k in also]
         row["also_read"] = [
-            k for k in item.also if any(s.secondary and s.path == item.path and s.kind == k for s in texts)
+            k for k in also if any(s.secondary and s.path == item.path and s.kind == k for s in texts)
+            or (k == "nccl-log" and name in log_names)
         ]
     if item.error and not (kind == "nccl-log" and item.kind == "unknown"):
         row["note"] = item.error

@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from topodoc.parsers import detect
@@ -130,13 +131,78 @@ class InputError(ValueError):
 
 
 def read_inputs(paths: list[str]) -> list[TextInput]:
-    """One entry per path, then one per other kind found in the same file that reads cleanly."""
+    """One entry per path, then one per other kind found in the same file that reads cleanly. A paste of
+    several commands (a shell prompt and a command, its output, the next prompt ...) is read region by
+    region: each command's output goes to the parser of its own kind (:func:`regions`)."""
     out = []
     for path in paths:
         item = read_input(path)
+        parts = _by_region(item)
+        if parts:
+            out.extend(parts)
+            continue
         out.append(item)
         out.extend(_secondary(item))
     return out
+
+
+# A shell prompt followed by a command topodoc reads the output of: ``$ nvidia-smi topo -m``,
+# ``user@host:~$ sudo lspci -vvv``, ``[root@node ~]# ibstat``, ``(venv) $ dmesg``, ``PS C:\> nvidia-smi``.
+_PROMPT_COMMAND = re.compile(
+    r"^[ \t]{0,8}(?:\([\w.-]{1,40}\)[ \t]*)?"
+    r"(?:\[?[\w.-]{1,64}@[\w.-]{1,64}[^\n$#>]{0,120}?\]?[ \t]*[$#]|[$#%]|PS [^\n>]{0,120}>)[ \t]+"
+    r"(?P<cmd>(?:sudo[ \t]+(?:-\S+[ \t]+)*)?(?:nvidia-smi|lspci|ibstat|ibstatus|ibv_devinfo|ibv_devices|"
+    r"ibdev2netdev|show_gids|dmesg|journalctl|lstopo|setpci|rdma|lsmod|ulimit|env|printenv|df|mount|systemctl|"
+    r"cat|grep|mpirun|srun|torchrun|python3?|\./\S*(?:_perf|Test|P2P)\S*|all_reduce_perf|topodoc)\b[^\n]{0,400})$",
+    re.M,
+)
+MAX_REGIONS = 64
+
+
+def regions(text: str) -> list[tuple[int, int, str | None]]:
+    """``(first line, last line, command)`` of each region of a paste, 1-based: what comes before the first
+    prompt, then each prompt's command and its output up to the next prompt. One region when no prompt
+    (or one) is found; at most :data:`MAX_REGIONS` (the rest stay in the last one)."""
+    starts = []
+    for m in _PROMPT_COMMAND.finditer(text):
+        starts.append((text.count("\n", 0, m.start()) + 1, m["cmd"].strip()))
+        if len(starts) >= MAX_REGIONS:
+            break
+    total = text.count("\n") + 1
+    if len(starts) < 2 and not (starts and starts[0][0] > 1):
+        return [(1, total, starts[0][1] if starts else None)]
+    out = []
+    if starts[0][0] > 1:
+        out.append((1, starts[0][0] - 1, None))
+    for i, (line, cmd) in enumerate(starts):
+        end = starts[i + 1][0] - 1 if i + 1 < len(starts) else total
+        out.append((line, end, cmd))
+    return out
+
+
+def _by_region(item: TextInput) -> list[TextInput]:
+    """The regions of a multi-command paste, each read as its own kind (line numbers kept: each region is
+    parsed with the lines before it blank); empty when the file is one region."""
+    if item.kind in WHOLE_DOCUMENTS or not item.text:
+        return []
+    spans = regions(item.text)
+    if len(spans) < 2:
+        return []
+    lines = item.text.split("\n")
+    parts: list[TextInput] = []
+    for first, last, _cmd in spans:
+        body = "\n".join(lines[first - 1:last])
+        found = detect.detect(body)
+        if found.kind == "unknown":
+            continue
+        padded = "\n" * (first - 1) + body
+        part = _parse_as(item.path, padded, found.kind, found.also)
+        parts.append(replace(part, secondary=bool(parts)))
+    if not parts:
+        return []
+    kinds = tuple(dict.fromkeys(k for p in parts for k in (p.kind, *p.also) if k != parts[0].kind))
+    parts[0] = replace(parts[0], also=tuple(dict.fromkeys(parts[0].also + kinds)))
+    return parts
 
 
 def _secondary(item: TextInput) -> list[TextInput]:
@@ -166,25 +232,24 @@ def parse_text(path: str, text: str) -> TextInput:
     found = detect.detect(text)
     if found.kind == "unknown":
         return TextInput(path, "unknown", error=found.reason, text=text)
-    parser = PARSERS.get(found.kind)
+    return _parse_as(path, text, found.kind, found.also)
+
+
+def _parse_as(path: str, text: str, kind: str, also: tuple[str, ...] = ()) -> TextInput:
+    parser = PARSERS.get(kind)
     if parser is None:
-        note = None if found.kind == "nccl-log" else "recognized; its parser is not part of this build yet"
-        return TextInput(path, found.kind, found.also, error=note, text=text)
+        note = None if kind == "nccl-log" else "recognized; its parser is not part of this build yet"
+        return TextInput(path, kind, also, error=note, text=text)
     cut: tuple[str, ...] = ()
-    if found.kind not in WHOLE_DOCUMENTS:
-        text, cut = cap_lines(text, 1024 if found.kind == "nccl-tests" else MAX_LINE)
+    if kind not in WHOLE_DOCUMENTS:
+        text, cut = cap_lines(text, 1024 if kind == "nccl-tests" else MAX_LINE)
     try:
         parsed = parser(text)
     except (ValueError, KeyError, IndexError) as err:  # each parser's *ParseError is a ValueError
-        return TextInput(
-            path,
-            found.kind,
-            found.also,
-            error=f"looks like {detect.title(found.kind)} but could not be read: {err}",
-            text=text,
-        )
+        error = f"looks like {detect.title(kind)} but could not be read: {err}"
+        return TextInput(path, kind, also, error=error, text=text)
     damaged = cut + tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
-    return TextInput(path, found.kind, found.also, parsed, None, damaged, text)
+    return TextInput(path, kind, also, parsed, None, damaged, text)
 
 
 MAX_LINE = 4096
