@@ -329,3 +329,34 @@ def test_snapshot_endpoint_feeds_fleet_and_the_fingerprint_metric(running, tmp_p
     groups, errors = load_all([f"http://127.0.0.1:{port}", str(local)], jobs=1)
     report = compare(groups, errors)
     assert report.nodes == 2 and not report.errors and report.differences == ()
+
+
+def test_a_followed_xid_79_is_a_finding_in_one_cycle_joined_to_the_rank(tmp_path):
+    """Issue 21: the agent runs the kernel rules on the kernel log it follows; a lost GPU is an error-or-worse
+    finding at /findings after one cycle, in /metrics, and joined to the watched NCCL job's rank on it."""
+    from types import SimpleNamespace
+
+    from topodoc.report.prometheus import render
+
+    log = tmp_path / "job.log"
+    log.write_text(
+        "node-a:4242:4242 [3] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "node-a:4242:4250 [3] NCCL INFO comm 0x55d0 rank 3 nranks 8 cudaDev 3 nvmlDev 3 busId 4e000 "
+        "commId 0x1234abcd - Init START\n"
+        "node-a:4242:4260 [3] enqueue.cc:1400 NCCL WARN Cuda failure 'unspecified launch failure'\n"
+    )
+    agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False,
+                              watch_log=(str(tmp_path / "*.log"),)))
+    agent.run_cycle()
+    line = "4,2431,183947123,-;NVRM: Xid (PCI:0000:4e:00): 79, pid=0, GPU has fallen off the bus."
+    reprobe = agent._handle(SimpleNamespace(source="replay", line=line, time=time.time(), action=None))
+    assert reprobe  # a kernel error brings the next cycle forward
+    agent.run_cycle()
+    agent.poll_logs()
+    doc = agent.findings_document()
+    xid = [f for f in doc["findings"] if f["rule"] == "kernel-xid"]
+    assert xid and xid[0]["severity"] in ("error", "critical") and xid[0]["subject"] == "0000:4e:00.0"
+    logged = doc["agent"]["logs"][str(log)]["findings"]
+    joined = [f for f in logged if f["rule"] == "xid-on-failed-rank-gpu"]
+    assert joined and "rank 3" in joined[0]["message"]
+    assert b'rule="kernel-xid"' in render(agent.view())
