@@ -121,7 +121,8 @@ def _same(outputs: list[str], names: list[Path], original: Path) -> None:
 
 def test_one_log_in_every_encoding_reads_the_same_through_every_command(tmp_path: Path) -> None:
     files = _encodings(LOG, tmp_path)
-    for args in (("logs", "{}", "--json"), ("diagnose", "{}", "--json"), ("diagnose", "--log", "{}", "--json")):
+    commands = (("logs", "{}", "--json"), ("diagnose", "{}", "--json"), ("diagnose", "--log", "{}", "--json"))
+    for args in commands:
         outputs = [run_cli(*[a.format(f) for a in args]).stdout for f in files]
         assert outputs[0].strip(), args
         _same(outputs, files, LOG)
