@@ -165,8 +165,9 @@ def _logs(request: Request, texts: list) -> tuple[Any, tuple[str, ...]]:
     for item in texts:
         if item.secondary or item.kind in _DOCUMENTS:
             continue
-        if item.kind in _OWN_LINES and "NCCL" not in item.text:
-            continue  # a dmesg or lspci paste its own parser reads line by line, with no NCCL line in it
+        parts = [i for i in texts if i.path == item.path]
+        if all(i.kind in _OWN_LINES and "NCCL" not in i.text for i in parts):
+            continue  # a dmesg or lspci paste its own parsers read line by line, with no NCCL line in it
         items.append(item.path if item.path != "-" else ("<stdin>", io.BytesIO(item.text.encode("utf-8"))))
     items = list(dict.fromkeys(items))
     if not items:
@@ -194,8 +195,8 @@ def _logs(request: Request, texts: list) -> tuple[Any, tuple[str, ...]]:
 _DOCUMENTS = ("topodoc-json", "nccl-topo-xml", "hwloc-xml", "nvidia-smi-q-xml")
 # kinds whose parser reads every line itself; the analyzer reads them only when they hold an NCCL line (a
 # 50 MB dmesg's every "failed" line through the failure catalogue cost more than the kernel parser)
-_OWN_LINES = ("dmesg", "lspci", "nvidia-smi-q", "ibstat", "ibv-devinfo", "ibdev2netdev", "show-gids", "nvlink",
-              "smi-topo")
+_OWN_LINES = ("dmesg", "lspci", "nvidia-smi-q", "ibstat", "ibv-devinfo", "ibdev2netdev", "show-gids",
+              "nvlink", "smi-topo")
 
 
 def _topology(snapshot):
