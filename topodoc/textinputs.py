@@ -231,8 +231,27 @@ def read_input(path: str) -> TextInput:
 def parse_text(path: str, text: str) -> TextInput:
     found = detect.detect(text)
     if found.kind == "unknown":
-        return TextInput(path, "unknown", error=found.reason, text=text)
+        return _last_resort(path, text) or TextInput(path, "unknown", error=found.reason, text=text)
     return _parse_as(path, text, found.kind, found.also)
+
+
+# the kinds another command reads whole (``topodoc topo FILE``, ``topodoc nccltests FILE``): what their parser
+# reads, diagnose reads, whatever the detector's marks say
+LAST_RESORT = ("smi-topo", "nccl-tests")
+
+
+def _last_resort(path: str, text: str) -> TextInput | None:
+    for kind in LAST_RESORT:
+        item = _parse_as(path, text, kind)
+        if item.parsed is not None and not item.error and _has_content(kind, item.parsed):
+            return item
+    return None
+
+
+def _has_content(kind: str, parsed) -> bool:
+    if kind == "nccl-tests":
+        return bool(getattr(parsed, "rows", None))
+    return bool(getattr(parsed, "links", None))
 
 
 def _parse_as(path: str, text: str, kind: str, also: tuple[str, ...] = ()) -> TextInput:
