@@ -99,8 +99,8 @@ def run(request: Request) -> Diagnosis:
     if texts and not _usable(facts, texts, machine) and not given:
         rows = tuple(_file_row(i, texts, log_names) for i in texts if not i.secondary)
         raise DiagnosisError(
-            "no input was recognized: " + "; ".join(f"{r['path']}: {r.get('note') or r['taken_as']}"
-                                                    for r in rows), rows)
+            "no input was recognized:\n" + "\n".join(f"  {r['path']}: {r.get('note') or r['taken_as']}"
+                                                      for r in rows), rows)
     rules = request.rules
     if rules is None:
         from topodoc.rules.registry import RULES
