@@ -41,7 +41,13 @@ def link_text(link: Link | None) -> str:
 
 
 def nearest_nic(topology: Topology, gpu: str) -> Connection | None:
-    """The NIC NCCL would reach best (path type, then nvidia-smi's level, then fewer hops)."""
+    """The NIC NCCL gives ``gpu`` (:func:`topodoc.topology.rails.rail_pairs`: the one answer topo, fleet
+    and the rules show); the nearest NIC of any kind when no RDMA NIC is placed."""
+    from topodoc.topology.rails import rail_pairs
+
+    for pair in rail_pairs(topology):
+        if pair.gpu.name == gpu:
+            return pair.conn
     conns = [c for c in topology.gpu_nic if c.a == gpu]
     smi = (*SMI_LEVELS, "N/A")
     return min(conns, key=lambda c: (NCCL_PATHS.index(c.nccl), smi.index(c.pci_level or "N/A"),

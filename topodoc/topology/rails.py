@@ -2,8 +2,11 @@
 
 A *rail NIC* is a NIC nearest (by nvidia-smi's PCI class) to at least one GPU: a storage or management
 NIC that no GPU has closest is not a rail; with no PCI placement known, every candidate counts.
-A *rail pair* joins each GPU with one RDMA NIC: nearest first, ties to the rail-aligned NIC (GPU i with
-the i-th NIC, as rail-optimized servers are cabled); a NIC is reused only when NICs run out.
+A *rail pair* joins each GPU with the RDMA NIC NCCL gives it (:func:`nccl_pick`, NCCL's
+``ncclTopoGetLocalNet`` for channel 0, 2.19 to 2.27): the GPU's *local* NICs are those at its best NCCL
+path type (then nvidia-smi class); when several tie, the GPU's CUDA device number, bit-mirrored when the
+tie count is a power of two, picks one of them (so GPU0 and GPU1 behind one switch with mlx5_0 and mlx5_1
+take mlx5_0 and mlx5_1). ``topo``, ``fleet``, the diagram and the rules all show this one answer.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from topodoc.topology.types import Connection, GpuEnd, NicEnd, Topology
-from topodoc.topology.vocab import RDMA_KINDS, level_rank
+from topodoc.topology.vocab import NCCL_PATHS, RDMA_KINDS, level_rank
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,17 @@ class RailPair:
     gpu: GpuEnd
     nic: NicEnd
     conn: Connection
+    tied: tuple[str, ...] = ()  # the NICs equally near this GPU (devices), in NCCL's order
+
+    @property
+    def reason(self) -> str:
+        """Why NCCL takes this NIC, for people: ``nearest (PXB)`` or ``GPU1 of 2 tied at PXB``."""
+        if len(self.tied) <= 1:
+            return f"nearest ({self.conn.nccl})"
+        return (
+            f"{len(self.tied)} NICs tie at {self.conn.nccl} ({', '.join(self.tied)}); NCCL takes this one "
+            f"for CUDA device {self.gpu.index} on channel 0 (ncclTopoGetLocalNet)"
+        )
 
     @property
     def path(self) -> str:
@@ -43,27 +57,42 @@ def rail_nics(topology: Topology, pool: Iterable[NicEnd] | None = None) -> list[
     return [n for n in pool if n.name in nearest] or pool
 
 
+def mirror_bits(value: int, pow2: int) -> int:
+    """NCCL's ``mirrorBits``: the low log2(pow2) bits of ``value`` reversed."""
+    out, low, high = 0, 1, pow2 >> 1
+    while low < pow2:
+        if value & low:
+            out |= high
+        low, high = low << 1, high >> 1
+    return out
+
+
+def nccl_pick(dev: int, tied: int) -> int:
+    """Which of ``tied`` equally near NICs (in NCCL's device order) GPU ``dev`` takes on channel 0."""
+    net = mirror_bits(dev, tied) if tied & (tied - 1) == 0 else dev
+    return net % tied
+
+
+def _rank(conn: Connection) -> tuple[int, int]:
+    path = NCCL_PATHS.index(conn.nccl) if conn.nccl in NCCL_PATHS else len(NCCL_PATHS)
+    return path, level_rank(conn.pci_level)
+
+
 def rail_pairs(topology: Topology) -> list[RailPair]:
-    """Each placed GPU with its rail NIC (see the module doc), in GPU order."""
-    nics = [n for n in rdma_nics(topology) if n.pci_address]
-    gpus = [g for g in topology.gpus if g.pci_address]
+    """Each placed GPU with the RDMA NIC NCCL gives it (see the module doc), in GPU order."""
+    nics = [n for n in rdma_nics(topology) if n.pci_address]  # NCCL's device order (natural name order)
     conns = {(c.a, c.b): c for c in topology.gpu_nic}
-    level = {(pos, i): conns[g.name, n.name].pci_level for pos, g in enumerate(gpus)
-             for i, n in enumerate(nics) if (g.name, n.name) in conns}
-    candidates = sorted(
-        (level_rank(path), abs(pos * len(nics) - i * len(gpus)), pos, i)
-        for (pos, i), path in level.items() if path
-    )
-    chosen: dict[int, RailPair] = {}
-    used: set[int] = set()
-    for reuse in (False, True):
-        for _rank, _skew, pos, nic_i in candidates:
-            gpu = gpus[pos]
-            if gpu.index in chosen or (nic_i in used and not reuse):
-                continue
-            chosen[gpu.index] = RailPair(gpu, nics[nic_i], conns[gpu.name, nics[nic_i].name])
-            used.add(nic_i)
-    return [chosen[i] for i in sorted(chosen)]
+    out = []
+    for gpu in (g for g in topology.gpus if g.pci_address):
+        ranked = [(_rank(conns[gpu.name, n.name]), n) for n in nics if (gpu.name, n.name) in conns]
+        ranked = [(rank, n) for rank, n in ranked if conns[gpu.name, n.name].pci_level]
+        if not ranked:
+            continue
+        best = min(rank for rank, _n in ranked)
+        tied = [n for rank, n in ranked if rank == best]
+        nic = tied[nccl_pick(gpu.index, len(tied))]
+        out.append(RailPair(gpu, nic, conns[gpu.name, nic.name], tuple(n.device for n in tied)))
+    return out
 
 
 def rail_names(pairs: Iterable[RailPair]) -> str:
