@@ -110,7 +110,8 @@ def _get(target: urllib.parse.SplitResult, deadline: float, cap: int) -> tuple[i
     try:
         path = (target.path or "/") + (f"?{target.query}" if target.query else "")
         conn.request("GET", path, headers={"Accept": "application/json", "Connection": "close"})
-        conn.sock.settimeout(_left(deadline))
+        sock = conn.sock  # kept: the connection lets go of it once the answer says it closes
+        sock.settimeout(_left(deadline))
         resp = conn.getresponse()
         if resp.status in (301, 302, 303, 307, 308):
             return resp.status, resp.getheader("Location"), b""
@@ -119,7 +120,7 @@ def _get(target: urllib.parse.SplitResult, deadline: float, cap: int) -> tuple[i
             raise FetchError(f"answer of {int(length):,} bytes is larger than {cap // 2**20} MiB")
         body = bytearray()
         while True:
-            conn.sock.settimeout(_left(deadline))
+            sock.settimeout(_left(deadline))
             chunk = resp.read1(_CHUNK)
             if not chunk:
                 break
