@@ -22,7 +22,7 @@ DEFAULT_DEADLINE_S = 600.0
 EXAMPLE = """\b
 Examples (each runs as written; see docs/FLEET.md):
   srun --nodes=$N --ntasks-per-node=1 bash -c \\
-      'topodoc record --redact -o /shared/recs/$(hostname).tar.gz'
+      'topodoc record --redact -o /shared/recs/$SLURMD_NODENAME.tar.gz'
   topodoc fleet /shared/recs --fail-on warning
 \b
   kubectl -n topodoc get pods -l app.kubernetes.io/name=topodoc-agent \\
