@@ -5,6 +5,7 @@ the exit code 2 unless --allow-missing. Every test is bounded in time (issue 22,
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -37,10 +38,8 @@ def _serve(handle) -> tuple[_Server, str]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 handle(self)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
         def log_message(self, *args):
             pass
@@ -117,7 +116,11 @@ def _redirect_to(location: str):
 
 @pytest.mark.parametrize(
     "where",
-    ["ftp://127.0.0.1:{port}/snapshot", "http://localhost:{port}/snapshot", "http://127.0.0.1:{other}/snapshot"],
+    [
+        "ftp://127.0.0.1:{port}/snapshot",
+        "http://localhost:{port}/snapshot",
+        "http://127.0.0.1:{other}/snapshot",
+    ],
 )
 def test_redirects_leave_neither_scheme_nor_host(serve, snapshot_bytes, where):
     hits = []
@@ -230,8 +233,15 @@ def test_a_fifo_named_json_is_refused_not_read(tmp_path, snapshot_bytes):
 def test_unreadable_inputs_make_exit_2_unless_allow_missing(tmp_path, snapshot_bytes):
     for name in ("a", "b"):
         (tmp_path / f"{name}.json").write_bytes(snapshot_bytes)
-    args = [sys.executable, "-m", "topodoc", "fleet", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
-            "http://127.0.0.1:9/"]
+    args = [
+        sys.executable,
+        "-m",
+        "topodoc",
+        "fleet",
+        str(tmp_path / "a.json"),
+        str(tmp_path / "b.json"),
+        "http://127.0.0.1:9/",
+    ]
     strict = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert strict.returncode == 2
     assert "Inputs that could not be read (1" in strict.stdout and "http://127.0.0.1:9/" in strict.stdout

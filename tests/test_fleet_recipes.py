@@ -64,8 +64,13 @@ def _recipes(prefix: str) -> list[str]:
 def _bin(tmp_path: Path) -> dict[str, str]:
     tools = tmp_path / "bin"
     tools.mkdir()
-    for name, text in (("srun", SRUN), ("pdsh", PDSH), ("clush", PDSH), ("hostname", HOSTNAME),
-                       ("kubectl", KUBECTL)):
+    for name, text in (
+        ("srun", SRUN),
+        ("pdsh", PDSH),
+        ("clush", PDSH),
+        ("hostname", HOSTNAME),
+        ("kubectl", KUBECTL),
+    ):
         (tools / name).write_text(text)
         (tools / name).chmod(0o755)
     path = f"{tools}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
@@ -77,7 +82,10 @@ def _run(line: str, tmp_path: Path, env: dict[str, str]) -> subprocess.Completed
     for sub in ("recs", "snaps"):
         (shared / sub).mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        ["bash", "-c", line.replace("/shared/", f"{shared}/")], capture_output=True, text=True, env=env,
+        ["bash", "-c", line.replace("/shared/", f"{shared}/")],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=300,
     )
 
@@ -92,7 +100,9 @@ def test_each_collection_recipe_writes_one_file_per_node(tmp_path, line):
     suffix = ".tar.gz" if "record" in line else ".json"
     assert written == [f"{node}{suffix}" for node in NODES], written  # never one literal "%N.tar.gz"
     fleet = subprocess.run(
-        [sys.executable, "-m", "topodoc", "fleet", str(folder), "--json"], capture_output=True, text=True,
+        [sys.executable, "-m", "topodoc", "fleet", str(folder), "--json"],
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert fleet.returncode == 0, fleet.stderr
@@ -101,9 +111,12 @@ def test_each_collection_recipe_writes_one_file_per_node(tmp_path, line):
 
 def test_the_slurm_recipes_were_found():
     assert len(_recipes("srun")) == 2 and all("%N" not in line for line in _recipes("srun"))
-    assert "%N" not in subprocess.run(
-        [sys.executable, "-m", "topodoc", "fleet", "--help"], capture_output=True, text=True, timeout=60
-    ).stdout
+    assert (
+        "%N"
+        not in subprocess.run(
+            [sys.executable, "-m", "topodoc", "fleet", "--help"], capture_output=True, text=True, timeout=60
+        ).stdout
+    )
 
 
 def _daemonset() -> tuple[str, str]:

@@ -47,7 +47,9 @@ def test_a_missing_rail_nic_is_a_warning_not_eight_info_lines(tmp_path, hgx):
     assert missing.severity == "warning" and missing.matters
     assert missing.outliers[0].value == "absent" and missing.outliers[0].nodes == ("odd",)
     # its firmware, port, NUMA node and paths are implied, not listed again
-    assert not [k for k in by_key if k.startswith(("mlx5_3.fw", "mlx5_3:", "mlx5_3.numa")) or k.endswith("-mlx5_3")]
+    assert not [
+        k for k in by_key if k.startswith(("mlx5_3.fw", "mlx5_3:", "mlx5_3.numa")) or k.endswith("-mlx5_3")
+    ]
     # the GPU that used it now gets another NIC from NCCL: that is said, at warning
     assert by_key["rail.GPU3"].severity == "warning" and by_key["rail.GPU3"].majority == "mlx5_3"
     assert not [d for d in report.differences if d.severity == "info"]
@@ -70,7 +72,8 @@ def _two_version_log(path) -> None:
             f"{host}:{pid}:{pid} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.{h + 1}<0>",
             f"{host}:{pid}:{pid} [0] NCCL INFO ncclCommInitRank comm 0x{h + 1}0 rank {h} nranks 3 cudaDev 0 "
             "nvmlDev 0 busId 18000 commId 0xabc - Init START",
-            f"{host}:{pid}:{pid} [0] NCCL INFO Channel 00/0 : {h}[0] -> {(h + 1) % 3}[0] [send] via NET/IB/0/GDRDMA",
+            f"{host}:{pid}:{pid} [0] NCCL INFO Channel 00/0 : {h}[0] -> {(h + 1) % 3}[0] [send] "
+            "via NET/IB/0/GDRDMA",
         ]
     path.write_text("\n".join(lines) + "\n")
 
@@ -114,20 +117,26 @@ def test_nvl72_tray_in_another_clique_does_not_belong_to_the_rack(tmp_path):
         [sys.executable, "-m", "topodoc", "fleet", *paths], capture_output=True, text=True, timeout=120
     )
     assert cli.returncode == 1, cli.stderr
-    assert "NVLink domains" in cli.stdout and "tray6" in cli.stdout and "not in the rack's domain" in cli.stdout
+    assert (
+        "NVLink domains" in cli.stdout and "tray6" in cli.stdout and "not in the rack's domain" in cli.stdout
+    )
     assert "all alike" in cli.stdout.splitlines()[0]
 
 
 def test_two_whole_racks_are_listed_not_called_out(tmp_path):
     base = to_data(load_snapshot("example:gb200-nvl72-tray"))
     paths = [_write(tmp_path, f"a{n}", _tray(base, n)) for n in range(3)]
-    paths += [_write(tmp_path, f"b{n}", _tray(base, 10 + n, cluster="0b0b0b0b-0000-4000-8000-000000000000"))
-              for n in range(3)]
+    paths += [
+        _write(tmp_path, f"b{n}", _tray(base, 10 + n, cluster="0b0b0b0b-0000-4000-8000-000000000000"))
+        for n in range(3)
+    ]
     racks = _fleet(paths).racks
     assert racks.rack_domain is None and racks.outsiders == () and len(racks.trays) == 6
 
 
-@pytest.mark.parametrize("example", ["dgx-a100", "gb200-nvl72-tray", "hgx-h100-8x400g-ib", "dgx1-v100-hybrid-cube-mesh"])
+@pytest.mark.parametrize(
+    "example", ["dgx-a100", "gb200-nvl72-tray", "hgx-h100-8x400g-ib", "dgx1-v100-hybrid-cube-mesh"]
+)
 def test_one_nic_per_gpu_in_topo_diagram_rules_and_fleet(example):
     """topo's reading, the diagram's path, the rail code the rules use and the fleet's property agree."""
     from topodoc.report.diagram_text import nearest_nic
@@ -143,7 +152,7 @@ def test_one_nic_per_gpu_in_topo_diagram_rules_and_fleet(example):
     matrix = to_matrix(topo)
     legend = {n.name: n.device or n.name for n in matrix.nics}
     shown = {n.gpu: legend[n.nccl_nic] for n in read(matrix).nearest_nics}
-    fleet = {k[len("rail."):]: p.value for k, p in fingerprint(snapshot).items() if k.startswith("rail.")}
+    fleet = {k[len("rail.") :]: p.value for k, p in fingerprint(snapshot).items() if k.startswith("rail.")}
     assert rails == diagram == shown == fleet
     if example in ("dgx-a100", "gb200-nvl72-tray"):
         assert rails["GPU1"] == "mlx5_1"  # two NICs tie; NCCL gives CUDA device 1 the second
@@ -162,8 +171,16 @@ def test_topo_prints_nccls_choice_with_the_reason():
 
 def test_example_inputs_are_accepted_and_named():
     out = subprocess.run(
-        [sys.executable, "-m", "topodoc", "fleet", "example:dgx-a100", "example:dgx-a100-degraded-gpu-x8",
-         "example:hgx-h100-8x400g-ib", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "topodoc",
+            "fleet",
+            "example:dgx-a100",
+            "example:dgx-a100-degraded-gpu-x8",
+            "example:hgx-h100-8x400g-ib",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -203,7 +220,9 @@ def test_identical_recordings_are_unpacked_once(tmp_path, monkeypatch):
 
     calls = []
     real = source.load_snapshot
-    monkeypatch.setattr(source, "load_snapshot", lambda spec, *a, **k: calls.append(spec) or real(spec, *a, **k))
+    monkeypatch.setattr(
+        source, "load_snapshot", lambda spec, *a, **k: calls.append(spec) or real(spec, *a, **k)
+    )
     for n in range(30):
         shutil.copy(example_path("dgx-a100"), tmp_path / f"node{n:02d}.tar.gz")
     shutil.copy(example_path("dgx-a100-degraded-gpu-x8"), tmp_path / "odd.tar.gz")
@@ -212,7 +231,8 @@ def test_identical_recordings_are_unpacked_once(tmp_path, monkeypatch):
 
 
 def _switch_ends_unnamed(data: dict) -> dict:
-    """NVLinks whose far end NVML did not type (remote_type None): derive tells a switch by its PCI function."""
+    """NVLinks whose far end NVML did not type (remote_type None): derive tells a switch by its PCI
+    function."""
     for gpu in data["gpus"]:
         for link in gpu["nvlinks"]:
             link["remote_type"] = None
@@ -231,7 +251,9 @@ def test_no_node_is_served_another_nodes_path_class(tmp_path):
     switches = {link["remote_pci_address"] for g in odd["gpus"] for link in g["nvlinks"]}
     for address in switches:
         odd["pci"][address]["class_code"] = 0x020000  # not an NVSwitch: derive must not count these links
-    fresh = {k: p.value for k, p in fingerprint(snapshot_from_data(odd)).items() if k.startswith("path.GPU0-GPU")}
+    fresh = {
+        k: p.value for k, p in fingerprint(snapshot_from_data(odd)).items() if k.startswith("path.GPU0-GPU")
+    }
     assert fresh["path.GPU0-GPU1"] == derive(snapshot_from_data(odd)).gpu_pairs[0].smi != "NV12"
     report = _fleet([_write(tmp_path, "good", good), _write(tmp_path, "odd", odd)])
     served = {d.key: v for d in report.differences for o in d.outliers for v in [o.value] if "odd" in o.nodes}

@@ -140,7 +140,9 @@ def _gpus(snap: model.Snapshot, props: dict[str, Prop]) -> None:
         )
         if gpu.nvlinks:
             active = sum(1 for nv in gpu.nvlinks if nv.active)
-            _put(props, f"{name}.nvlink", "nvlink", f"{name} NVLinks active", f"{active} of {len(gpu.nvlinks)}")
+            _put(
+                props, f"{name}.nvlink", "nvlink", f"{name} NVLinks active", f"{active} of {len(gpu.nvlinks)}"
+            )
         if gpu.fabric is not None and gpu.fabric.state not in (None, "not_supported"):
             _put(props, f"{name}.fabric", "fabric", f"{name} NVLink fabric", gpu.fabric.state)
         _put(props, f"{name}.numa", "numa", f"{name} NUMA node", gpu.numa_node)
@@ -151,7 +153,9 @@ def _gpus(snap: model.Snapshot, props: dict[str, Prop]) -> None:
 def _nics(snap: model.Snapshot, props: dict[str, Prop]) -> None:
     for nic in snap.nics:
         name = nic.name
-        _put(props, f"{name}.present", "nic.present", f"{name} present", nic.hca_type or nic.kind or "present")
+        _put(
+            props, f"{name}.present", "nic.present", f"{name} present", nic.hca_type or nic.kind or "present"
+        )
         _put(
             props,
             f"{name}.fw",
@@ -170,7 +174,13 @@ def _nics(snap: model.Snapshot, props: dict[str, Prop]) -> None:
                 f"{port.state or '?'} / {port.link_layer or '?'}",
             )
             rate = port.rate_gbps
-            _put(props, f"{name}:{port.port}.rate", "nic.rate", f"{where} rate", f"{rate:g} Gb/s" if rate else None)
+            _put(
+                props,
+                f"{name}:{port.port}.rate",
+                "nic.rate",
+                f"{where} rate",
+                f"{rate:g} Gb/s" if rate else None,
+            )
         dev = snap.pci.get(nic.pci_address or "")
         _put(props, f"{name}.numa", "numa", f"{name} NUMA node", dev.numa_node if dev else None)
 
@@ -239,7 +249,9 @@ def nvlink_domain(snap: model.Snapshot) -> str | None:
         {
             f"{g.fabric.cluster_uuid}/{g.fabric.clique_id}"
             for g in snap.gpus
-            if g.fabric is not None and g.fabric.cluster_uuid and g.fabric.state not in (None, "not_supported")
+            if g.fabric is not None
+            and g.fabric.cluster_uuid
+            and g.fabric.state not in (None, "not_supported")
         }
     )
     if not seen:

@@ -53,14 +53,18 @@ def rack_view(groups: dict[Fingerprint, list[NodeRef]]) -> RackView | None:
     counts = Counter(t.domain for t in trays)
     top, n = counts.most_common(1)[0]
     rack = top if n * 2 > len(trays) and not top.startswith("mixed") else None
-    outsiders = tuple(_outsider(t, rack, n, len(trays)) for t in trays if rack is not None and t.domain != rack)
+    outsiders = tuple(
+        _outsider(t, rack, n, len(trays)) for t in trays if rack is not None and t.domain != rack
+    )
     return RackView(rack, tuple(trays), outsiders)
 
 
 def _tray(ref: NodeRef, props: dict[str, Prop]) -> Tray:
     links = sorted((k, p.value) for k, p in props.items() if k.endswith(".nvlink"))
     values = {v for _, v in links}
-    nvlinks = f"all {values.pop()}" if len(values) == 1 else ", ".join(f"{k.split('.')[0]} {v}" for k, v in links)
+    nvlinks = (
+        f"all {values.pop()}" if len(values) == 1 else ", ".join(f"{k.split('.')[0]} {v}" for k, v in links)
+    )
     states = sorted({p.value for k, p in props.items() if k.endswith(".fabric")})
     gpus = props["gpus"].value if "gpus" in props else "unknown"
     return Tray(ref.name, ref.domain or "", gpus, nvlinks or "unknown", ", ".join(states) or "unknown")
@@ -68,7 +72,7 @@ def _tray(ref: NodeRef, props: dict[str, Prop]) -> Tray:
 
 def _outsider(tray: Tray, rack: str, held: int, total: int) -> Outsider:
     if tray.domain.startswith("mixed"):
-        why = f"its GPUs report different NVLink domains ({tray.domain[len('mixed: '):]})"
+        why = f"its GPUs report different NVLink domains ({tray.domain[len('mixed: ') :]})"
     else:
         cluster, _, clique = tray.domain.rpartition("/")
         same = cluster == rack.rpartition("/")[0]
