@@ -224,7 +224,7 @@ def _parents(pci: dict[str, model.PciDevice], address: str | None) -> list[str]:
 
 def _paths(snap: model.Snapshot, props: dict[str, Prop]) -> None:
     from topodoc.topology.derive import derive
-    from topodoc.topology.rails import rail_pairs
+    from topodoc.topology.rails import nccl_nics
 
     try:
         topo = derive(snap)
@@ -237,7 +237,7 @@ def _paths(snap: model.Snapshot, props: dict[str, Prop]) -> None:
     for c in topo.gpu_nic:
         nic = device.get(c.b, c.b)
         _put(props, f"path.{c.a}-{nic}", "path.nic", f"{c.a} <-> {nic}", c.smi)
-    for pair in rail_pairs(topo):
+    for pair in nccl_nics(topo):
         name = pair.gpu.name
         _put(props, f"rail.{name}", "rail", f"{name} NIC (NCCL's choice)", pair.nic.device, note=pair.reason)
 

@@ -41,11 +41,11 @@ def link_text(link: Link | None) -> str:
 
 
 def nearest_nic(topology: Topology, gpu: str) -> Connection | None:
-    """The NIC NCCL gives ``gpu`` (:func:`topodoc.topology.rails.rail_pairs`: the one answer topo, fleet
-    and the rules show); the nearest NIC of any kind when no RDMA NIC is placed."""
-    from topodoc.topology.rails import rail_pairs
+    """The NIC NCCL gives ``gpu`` (:func:`topodoc.topology.rails.nccl_nics`: the answer topo and fleet
+    show); the nearest NIC of any kind when no RDMA NIC is placed."""
+    from topodoc.topology.rails import nccl_nics
 
-    for pair in rail_pairs(topology):
+    for pair in nccl_nics(topology):
         if pair.gpu.name == gpu:
             return pair.conn
     conns = [c for c in topology.gpu_nic if c.a == gpu]
