@@ -135,7 +135,8 @@ def test_two_whole_racks_are_listed_not_called_out(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "example", ["dgx-a100", "gb200-nvl72-tray", "hgx-h100-8x400g-ib", "dgx1-v100-hybrid-cube-mesh"]
+    "example",
+    ["dgx-a100", "gb200-nvl72-tray", "aws-p4d-24xlarge", "hgx-h100-8x400g-ib", "dgx1-v100-hybrid-cube-mesh"],
 )
 def test_one_nic_per_gpu_in_topo_diagram_rules_and_fleet(example):
     """topo's reading, the diagram's path, the rail code the rules use and the fleet's property agree."""
@@ -153,7 +154,8 @@ def test_one_nic_per_gpu_in_topo_diagram_rules_and_fleet(example):
     legend = {n.name: n.device or n.name for n in matrix.nics}
     shown = {n.gpu: legend[n.nccl_nic] for n in read(matrix).nearest_nics}
     fleet = {k[len("rail.") :]: p.value for k, p in fingerprint(snapshot).items() if k.startswith("rail.")}
-    assert rails == diagram == shown == fleet
+    assert rails == diagram == fleet
+    assert shown == rails or (not matrix.nics and example == "aws-p4d-24xlarge")  # nvidia-smi lists no EFA
     if example in ("dgx-a100", "gb200-nvl72-tray"):
         assert rails["GPU1"] == "mlx5_1"  # two NICs tie; NCCL gives CUDA device 1 the second
 

@@ -96,6 +96,7 @@ def render_derived(topology: Topology, diffs: list[CellDiff] | None) -> str:
         parts.append("\nNCCL path types (NVB/PXN name the relay GPU):\n" + nccl_grid(topology))
     nic_paths = paths(topology)
     if nic_paths:
-        parts.append("\nEach GPU to its nearest NIC:\n" + nic_paths)
+        heading = "Each GPU to the NIC NCCL takes (the nearest; ties as ncclTopoGetLocalNet breaks them):"
+        parts.append(f"\n{heading}\n" + nic_paths)
     parts.append("\n" + diffs_text(diffs))
     return "".join(parts)

@@ -118,7 +118,7 @@ def rail_pairs(topology: Topology) -> list[RailPair]:
     chosen: dict[int, RailPair] = {}
     used: set[int] = set()
     for reuse in (False, True):
-        for _rank_, _nccl, _skew, pos, nic_i in candidates:
+        for _level, _nccl, _skew, pos, nic_i in candidates:
             gpu = gpus[pos]
             if gpu.index in chosen or (nic_i in used and not reuse):
                 continue
