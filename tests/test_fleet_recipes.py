@@ -171,3 +171,15 @@ def test_the_kubectl_recipe_selects_the_agent_pods(tmp_path):
             server.shutdown()
     assert out.returncode == 0, out.stderr + out.stdout
     assert "fleet: 2 nodes, all alike" in out.stdout
+
+
+def test_the_help_recipe_runs_as_written(tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "topodoc", "fleet", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    example = help_text.split("Example:", 1)[1]
+    joined = re.sub(r"\\\n\s*", "", example)  # the shell's line continuations
+    (line,) = [x.strip() for x in joined.splitlines() if x.strip().startswith("srun")]
+    out = _run(line, tmp_path, _bin(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (tmp_path / "shared" / "recs").iterdir()) == [f"{n}.tar.gz" for n in NODES]

@@ -20,14 +20,12 @@ DEFAULT_DEADLINE_S = 600.0
 
 
 EXAMPLE = """\b
-Examples (each runs as written; see docs/FLEET.md):
+Example:
   srun --nodes=$N --ntasks-per-node=1 bash -c \\
       'topodoc record --redact -o /shared/recs/$SLURMD_NODENAME.tar.gz'
   topodoc fleet /shared/recs --fail-on warning
-\b
   kubectl -n topodoc get pods -l app.kubernetes.io/name=topodoc-agent \\
       -o jsonpath='{range .items[*]}http://{.status.podIP}:9400 {end}' | xargs topodoc fleet
-\b
   topodoc fleet example:dgx-a100 example:dgx-a100-degraded-gpu-x8"""
 
 
