@@ -253,3 +253,35 @@ def test_load_all_honours_a_deadline_already_past(tmp_path, snapshot_bytes):
     (tmp_path / "a.json").write_bytes(snapshot_bytes)
     groups, errors = load_all([str(tmp_path / "a.json")], jobs=1, deadline_s=-1)
     assert not groups and "deadline" in errors[0].message
+
+
+def test_eight_endless_bodies_stay_small(serve):
+    """The operator's case: eight agents answering endless bodies (one announcing 10 GB). Each answer is cut
+    at the cap, so the process stays far below the 602 MB measured before the fix."""
+    import psutil
+
+    def endless(req):
+        req.send_response(200)
+        if req.path.endswith("x"):
+            req.send_header("Content-Length", str(10 * 2**30))
+        req.end_headers()
+        chunk = b" " * 65536
+        while True:
+            req.wfile.write(chunk)
+            time.sleep(0.005)
+
+    urls = [serve(endless) for _ in range(8)]
+    proc = psutil.Popen(
+        [sys.executable, "-m", "topodoc", "fleet", *urls, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    peak, start = 0, time.monotonic()
+    while proc.poll() is None and time.monotonic() - start < 60:
+        with contextlib.suppress(psutil.Error):
+            peak = max(peak, proc.memory_info().rss)
+        time.sleep(0.02)
+    out, _err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert all("larger than 8 MiB" in e["message"] for e in json.loads(out)["errors"])
+    assert peak < 250e6, f"peak RSS {peak / 1e6:.0f} MB"

@@ -32,7 +32,7 @@ from topodoc.fleet.fetch import FetchError, fetch, file_kind, loads, read_file
 from topodoc.fleet.fingerprint import Prop, fingerprint, nvlink_domain
 
 MAX_JSON_BYTES = 64 * 1024 * 1024
-MAX_URL_BYTES = 16 * 1024 * 1024  # an 8-GPU snapshot is ~100 KB; 16 URLs in flight hold 256 MiB at most
+MAX_URL_BYTES = 8 * 1024 * 1024  # an 8-GPU snapshot is ~100 KB; 16 URLs in flight hold 128 MiB at most
 URL_TIMEOUT_S = 10.0  # the whole fetch of one node, not one read
 URL_WORKERS = 16
 SUFFIXES = (".tar.gz", ".tgz", ".json")
