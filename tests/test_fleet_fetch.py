@@ -285,3 +285,29 @@ def test_eight_endless_bodies_stay_small(serve):
     assert proc.returncode == 2
     assert all("larger than 8 MiB" in e["message"] for e in json.loads(out)["errors"])
     assert peak < 250e6, f"peak RSS {peak / 1e6:.0f} MB"
+
+
+def test_a_bearer_token_from_a_file_reaches_the_agent(serve, snapshot_bytes, tmp_path):
+    seen = []
+
+    def guarded(req):
+        seen.append(req.headers.get("Authorization"))
+        ok = req.headers.get("Authorization") == "Bearer s3cret"
+        req.send_response(200 if ok else 401)
+        body = snapshot_bytes if ok else b"{}"
+        req.send_header("Content-Length", str(len(body)))
+        req.end_headers()
+        req.wfile.write(body)
+
+    url = serve(guarded)
+    assert "bearer token" in load_one(url).message
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "topodoc", "fleet", url, "--auth-token-file", str(token), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["nodes"] == 1 and seen[-1] == "Bearer s3cret"

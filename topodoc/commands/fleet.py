@@ -60,6 +60,12 @@ Example:
     "its own 10 s limit for the whole answer).",
 )
 @click.option(
+    "--auth-token-file",
+    metavar="FILE",
+    help="Send the token in FILE as 'Authorization: Bearer' to agent URLs (agents listening beyond "
+    "loopback ask for one).",
+)
+@click.option(
     "--allow-missing",
     is_flag=True,
     help="Inputs that could not be read do not make the exit code 2 (they are still listed).",
@@ -72,6 +78,7 @@ def command(
     fail_on: str,
     jobs: int | None,
     deadline: float,
+    auth_token_file: str | None,
     allow_missing: bool,
 ) -> None:
     """Find the odd node out across servers that should be identical."""
@@ -84,9 +91,10 @@ def command(
         _fail("give either --json or --csv")
     from topodoc.report.console import progress
 
+    token = _token(auth_token_file) if auth_token_file else None
     items, errors = expand(inputs)
     with progress(f"topodoc fleet: comparing {len(items)} input(s)"):
-        groups, load_errors = load_all(items, jobs, deadline)
+        groups, load_errors = load_all(items, jobs, deadline, token)
         report = compare(groups, errors + load_errors)
     with progress(f"topodoc fleet: reading {len(logs)} log(s)"):
         rails = _rails(logs) if logs else None
@@ -101,6 +109,18 @@ def command(
     if report.nodes == 0 and rails is None:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if _gate(report, rails, fail_on) else EXIT_OK)
+
+
+def _token(path: str) -> str:
+    from topodoc.fleet.fetch import FetchError, read_file
+
+    try:
+        token = read_file(path, 4096).decode("utf-8").strip()
+    except (FetchError, UnicodeDecodeError) as err:
+        _fail(f"--auth-token-file {path}: {err}")
+    if not token or any(c.isspace() for c in token):
+        _fail(f"--auth-token-file {path}: expected one token (no spaces) in the file")
+    return token
 
 
 def _rails(paths: tuple[str, ...]):

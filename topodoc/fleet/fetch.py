@@ -68,13 +68,14 @@ def file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def fetch(url: str, deadline: float, cap: int) -> bytes:
-    """The body of a GET of ``url`` by ``deadline`` (``time.monotonic()``), at most ``cap`` bytes."""
+def fetch(url: str, deadline: float, cap: int, token: str | None = None) -> bytes:
+    """The body of a GET of ``url`` by ``deadline`` (``time.monotonic()``), at most ``cap`` bytes; with
+    ``token``, sent as ``Authorization: Bearer`` (to ``url``'s own host only: no redirect leaves it)."""
     origin = urllib.parse.urlsplit(url)
     _check_scheme(origin, url)
     target = origin
     for _hop in range(MAX_REDIRECTS + 1):
-        status, location, body = _get(target, deadline, cap)
+        status, location, body = _get(target, deadline, cap, token)
         if status in (301, 302, 303, 307, 308):
             if not location:
                 raise FetchError(f"HTTP {status} without a Location")
@@ -86,6 +87,8 @@ def fetch(url: str, deadline: float, cap: int) -> bytes:
                 )
             target = nxt
             continue
+        if status == 401:
+            raise FetchError("HTTP 401: the agent wants a bearer token (--auth-token-file)")
         if status != 200:
             raise FetchError(f"HTTP {status}")
         return body
@@ -104,12 +107,17 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _get(target: urllib.parse.SplitResult, deadline: float, cap: int) -> tuple[int, str | None, bytes]:
+def _get(
+    target: urllib.parse.SplitResult, deadline: float, cap: int, token: str | None
+) -> tuple[int, str | None, bytes]:
     kind = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
     conn = kind(target.hostname, target.port, timeout=_left(deadline))
     try:
         path = (target.path or "/") + (f"?{target.query}" if target.query else "")
-        conn.request("GET", path, headers={"Accept": "application/json", "Connection": "close"})
+        headers = {"Accept": "application/json", "Connection": "close"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        conn.request("GET", path, headers=headers)
         sock = conn.sock  # kept: the connection lets go of it once the answer says it closes
         sock.settimeout(_left(deadline))
         resp = conn.getresponse()

@@ -192,7 +192,11 @@ def node_facts(snapshot) -> tuple[Fingerprint, str | None]:
 
 
 def load_one(
-    item: str, cache: dict | None = None, name: str | None = None, deadline: float | None = None
+    item: str,
+    cache: dict | None = None,
+    name: str | None = None,
+    deadline: float | None = None,
+    token: str | None = None,
 ) -> tuple[NodeRef, Fingerprint] | InputError:
     """One input -> its node and fingerprint, or one clear error line. ``deadline``: a
     ``time.monotonic()`` instant after which nothing more is read for this node."""
@@ -202,7 +206,7 @@ def load_one(
         if deadline is not None and time.monotonic() >= deadline:
             raise FetchError("not read: the --deadline was reached first")
         if is_url(item):
-            return _from_url(item, name, deadline)
+            return _from_url(item, name, deadline, token)
         if item.startswith(EXAMPLE) or item.endswith((".tar.gz", ".tgz")):
             return _from_recording(item, name, cache)
         return _from_json_file(item, name, cache)
@@ -251,12 +255,12 @@ def _from_recording(item: str, name: str, cache: dict) -> tuple[NodeRef, Fingerp
     return NodeRef(name, item, hostname, "recording", domain), props
 
 
-def _from_url(url: str, name: str, deadline: float | None) -> tuple[NodeRef, Fingerprint]:
+def _from_url(url: str, name: str, deadline: float | None, token: str | None) -> tuple[NodeRef, Fingerprint]:
     target = url.rstrip("/") + "/snapshot"
     until = time.monotonic() + URL_TIMEOUT_S
     until = until if deadline is None else min(until, deadline)
     try:
-        raw = fetch(target, until, MAX_URL_BYTES)
+        raw = fetch(target, until, MAX_URL_BYTES, token)
     except FetchError as err:
         raise FetchError(f"cannot fetch {target}: {err}") from err
     try:
@@ -312,7 +316,7 @@ def _load_chunk(job: tuple[list[tuple[str, str]], float | None]) -> tuple[Groups
 
 
 def load_all(
-    items: list[str], jobs: int | None = None, deadline_s: float | None = None
+    items: list[str], jobs: int | None = None, deadline_s: float | None = None, token: str | None = None
 ) -> tuple[Groups, list[InputError]]:
     """Every input loaded and grouped by identical fingerprint; URLs fetched concurrently. With
     ``deadline_s``, what is not read within that many seconds is listed as an error, not waited for."""
@@ -320,7 +324,7 @@ def load_all(
     names = node_names(items)
     urls = [i for i in items if is_url(i)]
     files = [(i, names[i]) for i in items if not is_url(i)]
-    parts = [_load_urls([(u, names[u]) for u in urls], deadline)] if urls else []
+    parts = [_load_urls([(u, names[u]) for u in urls], deadline, token)] if urls else []
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if jobs <= 1 or len(files) < 64:
         parts.append(_load_chunk((files, deadline)))
@@ -332,11 +336,13 @@ def load_all(
     return _merge(parts)
 
 
-def _load_urls(urls: list[tuple[str, str]], deadline: float | None) -> tuple[Groups, list[InputError]]:
+def _load_urls(
+    urls: list[tuple[str, str]], deadline: float | None, token: str | None
+) -> tuple[Groups, list[InputError]]:
     groups: Groups = {}
     errors: list[InputError] = []
     with ThreadPoolExecutor(max_workers=min(URL_WORKERS, len(urls))) as pool:
-        for got in pool.map(lambda u: load_one(u[0], None, u[1], deadline), urls):
+        for got in pool.map(lambda u: load_one(u[0], None, u[1], deadline, token), urls):
             if isinstance(got, InputError):
                 errors.append(got)
             else:
