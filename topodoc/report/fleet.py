@@ -65,6 +65,17 @@ def _fold(diffs: list[Difference]) -> list[Difference]:
 
 
 def _headline(report: FleetReport) -> str:
+    line = _counts(report)
+    outsiders = report.racks.outsiders if report.racks is not None else ()
+    if outsiders:
+        line += (
+            f"; but {len(outsiders)} tray(s) not in the rack's NVLink domain: "
+            f"{_names(tuple(o.node for o in outsiders))} (see below)"
+        )
+    return line
+
+
+def _counts(report: FleetReport) -> str:
     n = report.nodes
     if n == 0:
         return "fleet: no node could be read"
