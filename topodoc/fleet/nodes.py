@@ -107,7 +107,10 @@ def _walk(root: str) -> tuple[list[str], list[InputError]]:
             if name.endswith(SUFFIXES):
                 path = os.path.join(base, name)
                 problem = _not_regular(path)
-                (refused.append(InputError(path, problem)) if problem else found.append(path))
+                if problem:
+                    refused.append(InputError(path, problem))
+                else:
+                    found.append(path)
     return found, refused
 
 

@@ -8,11 +8,13 @@ Both read only the log analysis; ``fleet --logs`` and ``diagnose --log`` run the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from topodoc.fleet.raillog import build
-from topodoc.logmodel import LogAnalysis
 from topodoc.rules.common import log_line
 from topodoc.rules.engine import Hit, rule
+
+if TYPE_CHECKING:  # the log model loads only when a log is read (tests/test_cli_startup.py)
+    from topodoc.logmodel import LogAnalysis
 
 
 @rule(
@@ -22,6 +24,8 @@ from topodoc.rules.engine import Hit, rule
     "(`topodoc fleet BAD GOOD` on their recordings)",
 )
 def rail_map_broken(logs: LogAnalysis) -> Iterator[Hit]:
+    from topodoc.fleet.raillog import build
+
     for brk in build(logs).breaks:
         yield Hit(
             subject=f"{brk.host} GPU{brk.gpu}",
@@ -39,6 +43,8 @@ def rail_map_broken(logs: LogAnalysis) -> Iterator[Hit]:
     "check that every host's GPU i uses the same rail NIC",
 )
 def cross_rail_connections(logs: LogAnalysis) -> Iterator[Hit]:
+    from topodoc.fleet.raillog import build
+
     rails = build(logs)
     if rails.cross_rail:
         yield Hit(
