@@ -6,7 +6,10 @@ NIC that no GPU has closest is not a rail; with no PCI placement known, every ca
 (NCCL 2.19 to 2.27): the GPU's *local* NICs are those at its best NCCL path type (then nvidia-smi
 class); when several tie, the GPU's CUDA device number, bit-mirrored when the tie count is a power of two,
 picks one (:func:`nccl_pick`: GPU0 and GPU1 behind one switch with mlx5_0 and mlx5_1 take mlx5_0 and
-mlx5_1). ``topo``, ``fleet`` and the diagram show it, with the tie as the reason.
+mlx5_1). ``topo``, ``fleet`` and the diagram show it, with the tie as the reason. Assumed, and said
+here because no snapshot proves it: NCCL's NIC order is the natural name order (``ibv_get_device_list``
+lists mlx5_0, mlx5_1, ... on the machines we know), and the CUDA device number is the NVML index (true
+without ``CUDA_VISIBLE_DEVICES`` renumbering; an NCCL log's ``NET/IB : Using [i]name`` settles both).
 A *rail pair* (:func:`rail_pairs`, what the rules judge) joins each GPU with one RDMA NIC: nearest first,
 ties to NCCL's NIC, a NIC reused only when NICs run out; where every GPU has its own nearest NIC the two
 answers are the same (a test holds the bundled examples to it).
