@@ -120,7 +120,14 @@ def test_nvl72_tray_in_another_clique_does_not_belong_to_the_rack(tmp_path):
     assert (
         "NVLink domains" in cli.stdout and "tray6" in cli.stdout and "not in the rack's domain" in cli.stdout
     )
-    assert "all alike" in cli.stdout.splitlines()[0]
+    assert "all alike" in cli.stdout.splitlines()[0] and "tray6" in cli.stdout.splitlines()[0]
+    rows = subprocess.run(
+        [sys.executable, "-m", "topodoc", "fleet", *paths, "--csv"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert [r.split(",")[:2] for r in rows[1:]] == [["tray6", "NVLink domain"]]
 
 
 def test_two_whole_racks_are_listed_not_called_out(tmp_path):

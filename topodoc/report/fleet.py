@@ -182,6 +182,19 @@ def to_csv(report: FleetReport) -> str:
                         o.note,
                     ]
                 )
+    for out in report.racks.outsiders if report.racks is not None else ():
+        writer.writerow(
+            [
+                out.node,
+                "NVLink domain",
+                out.domain,
+                report.racks.rack_domain,
+                out.severity,
+                "yes",
+                "",
+                out.message,
+            ]
+        )
     for err in report.errors:
         writer.writerow([err.input, "(input)", "unreadable", "", "error", "yes", "", err.message])
     return buf.getvalue()
