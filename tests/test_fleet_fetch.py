@@ -311,3 +311,20 @@ def test_a_bearer_token_from_a_file_reaches_the_agent(serve, snapshot_bytes, tmp
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["nodes"] == 1 and seen[-1] == "Bearer s3cret"
+
+
+def test_a_server_dripping_its_headers_is_cut_off_too(serve, monkeypatch):
+    """Each byte of the status line arrives within any read timeout; only a deadline on the sum stops it."""
+    import topodoc.fleet.nodes as nodes
+
+    monkeypatch.setattr(nodes, "URL_TIMEOUT_S", 1.0)
+
+    def drip_headers(req):
+        for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 200:
+            req.wfile.write(bytes([byte]))
+            req.wfile.flush()
+            time.sleep(0.1)
+
+    start = time.monotonic()
+    got = load_one(serve(drip_headers))
+    assert time.monotonic() - start < 4 and "deadline" in got.message

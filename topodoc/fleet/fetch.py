@@ -4,9 +4,10 @@
   line, never opened for a blocking read: ``O_NONBLOCK`` then ``fstat``), at most ``cap`` bytes.
 - :func:`fetch`: ``http``/``https`` only; a redirect is followed only to the same scheme and host (at
   most :data:`MAX_REDIRECTS`); every socket read waits at most the time left before ``deadline`` (a
-  ``time.monotonic()`` instant), so a server that drips a byte every few seconds is cut off at the
-  deadline, not kept alive by each byte; the body is capped (a ``Content-Length`` above the cap is refused
-  before reading).
+  ``time.monotonic()`` instant) and a watchdog shuts the socket down at the deadline, so a server that
+  drips its headers or body a byte every few seconds is cut off there, not kept alive by each byte (the
+  TCP connect and TLS handshake are bounded by the socket timeout alone); the body is capped (a
+  ``Content-Length`` above the cap is refused before reading).
 - :func:`loads`: JSON whose nesting is bounded before ``json.loads`` sees it (a scan of the brackets
   outside strings), so an endless ``[[[[`` is one clear error, never a RecursionError.
 
@@ -15,12 +16,15 @@ Errors are :class:`FetchError`, one line each.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import json
 import os
 import re
+import socket
 import stat
+import threading
 import time
 import urllib.parse
 
@@ -112,14 +116,21 @@ def _get(
 ) -> tuple[int, str | None, bytes]:
     kind = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
     conn = kind(target.hostname, target.port, timeout=_left(deadline))
+    watchdog = None
+    fired = threading.Event()
     try:
+        conn.connect()  # one bounded step (the timeout); everything after is under the watchdog
+        sock = conn.sock  # kept: the connection lets go of it once the answer says it closes
+        # A socket timeout bounds each read, not their sum: a server that drips its status line or headers
+        # a byte at a time would pass every read. At the deadline the watchdog shuts the socket down.
+        watchdog = threading.Timer(_left(deadline), _cut, (sock, fired))
+        watchdog.daemon = True
+        watchdog.start()
         path = (target.path or "/") + (f"?{target.query}" if target.query else "")
         headers = {"Accept": "application/json", "Connection": "close"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         conn.request("GET", path, headers=headers)
-        sock = conn.sock  # kept: the connection lets go of it once the answer says it closes
-        sock.settimeout(_left(deadline))
         resp = conn.getresponse()
         if resp.status in (301, 302, 303, 307, 308):
             return resp.status, resp.getheader("Location"), b""
@@ -127,21 +138,27 @@ def _get(
         if length and length.isdigit() and int(length) > cap:
             raise FetchError(f"answer of {int(length):,} bytes is larger than {cap // 2**20} MiB")
         body = bytearray()
-        while True:
-            sock.settimeout(_left(deadline))
-            chunk = resp.read1(_CHUNK)
-            if not chunk:
-                break
+        while chunk := resp.read1(_CHUNK):
             body += chunk
             if len(body) > cap:
                 raise FetchError(f"answer larger than {cap // 2**20} MiB")
+        if fired.is_set():
+            raise FetchError("deadline reached before the answer was complete")
         return resp.status, None, bytes(body)
     except (OSError, http.client.HTTPException) as err:
-        if isinstance(err, TimeoutError) or "timed out" in str(err):
+        if fired.is_set() or isinstance(err, TimeoutError) or "timed out" in str(err):
             raise FetchError("deadline reached before the answer was complete") from err
         raise FetchError(str(getattr(err, "strerror", None) or err or type(err).__name__)) from err
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         conn.close()
+
+
+def _cut(sock: socket.socket, fired: threading.Event) -> None:
+    fired.set()
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
