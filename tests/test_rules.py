@@ -361,7 +361,9 @@ def test_numa_mismatch_message_says_what_the_gpus_own_node_offers():
     snapshot = BASE
     lonely = dataclasses.replace(snapshot, nics=snapshot.nics[:2])  # both NICs on socket 0
     (none,) = findings("gpu-nic-numa-mismatch", Facts(snapshot=lonely))
-    assert none.subject == "GPU2->mlx5_1, GPU3->mlx5_1"
+    # both NICs tie at SYS for GPU2 and GPU3: NCCL's ncclTopoGetLocalNet gives CUDA device 2 the first and
+    # device 3 the second (topodoc.topology.rails.nccl_pick), the rail pairs follow it
+    assert none.subject == "GPU2->mlx5_0, GPU3->mlx5_1"
     assert "node 1 has no RDMA NIC at all" in none.message
 
 

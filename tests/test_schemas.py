@@ -160,8 +160,8 @@ def test_fleet_validates(tmp_path):
         (tmp_path / f"node{n}.tar.gz").write_bytes(example_path(name).read_bytes())
     probe = tmp_path / "node3.json"
     probe.write_text(run_cli("probe", "--from", "example:dgx-a100", "--json").stdout)
-    logs = [str(p) for p in sorted(FIX.glob("logs/*.log"))]
-    result = run_cli_process("fleet", str(tmp_path), "--logs", *logs, "--json", "--fail-on", "critical")
+    logs = [arg for p in sorted(FIX.glob("logs/*.log")) for arg in ("--logs", str(p))]  # one file per --logs
+    result = run_cli_process("fleet", str(tmp_path), *logs, "--json", "--fail-on", "critical")
     assert result.returncode in (0, 1), result.stderr
     data = _valid(result.stdout, "topodoc.fleet")
     assert data["nodes"] == 4 and data["differences"]

@@ -9,17 +9,25 @@ called the odd one out.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from topodoc.fleet.fingerprint import RULE_OF, Prop
 from topodoc.fleet.nodes import Fingerprint, InputError, NodeRef
+from topodoc.fleet.racks import RackView, rack_view
 
 SCHEMA = "topodoc.fleet"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: racks, rails.breaks, rail findings by rule, rail.GPU<i> properties
 ABSENT = "absent"
 # A difference in a property that matters, when no rule names a severity for it.
-DEFAULT_SEVERITY = {"gpus": "error", "cuda": "warning", "driver": "warning", "numa": "warning"}
+DEFAULT_SEVERITY = {
+    "gpus": "error",
+    "cuda": "warning",
+    "driver": "warning",
+    "numa": "warning",
+    "nic.present": "warning",  # a missing rail NIC: NCCL reroutes its rail, or a job pinned to it fails
+    "rail": "warning",
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,7 @@ class FleetReport:
     groups: tuple[Group, ...]
     differences: tuple[Difference, ...]
     errors: tuple[InputError, ...] = ()
+    racks: RackView | None = None  # NVLink-domain trays (NVL72), see topodoc.fleet.racks
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -71,8 +80,10 @@ def compare(groups: dict[Fingerprint, list[NodeRef]], errors: list[InputError] =
     maps = [(dict(fp), sorted(ref.name for ref in refs)) for fp, refs in groups.items()]
     keys = sorted({key for props, _ in maps for key in props})
     diffs = [d for key in keys if (d := _difference(key, maps, total)) is not None]
+    diffs = _implied_by_missing_nics(diffs)
     diffs.sort(key=lambda d: (_SEV_ORDER[d.severity], not d.matters, d.key))
-    return FleetReport(total, _groups(groups), tuple(diffs), tuple(sorted(errors, key=lambda e: e.input)))
+    errors = tuple(sorted(errors, key=lambda e: e.input))
+    return FleetReport(total, _groups(groups), tuple(diffs), errors, rack_view(groups))
 
 
 _SEV_ORDER = {"critical": 0, "error": 1, "warning": 2, "info": 3}
@@ -116,14 +127,44 @@ def _difference(key: str, maps: list[tuple[dict[str, Prop], list[str]]], total: 
 
 
 def _matters(key: str, maps: list[tuple[dict[str, Prop], list[str]]], majority: str | None) -> bool:
-    """A difference matters when any node off the majority holds a value flagged as mattering."""
-    for props, _ in maps:
-        prop = props.get(key)
-        if prop is None:
+    """A difference matters when any node off the majority holds a value flagged as mattering, or lacks
+    a property that matters where the others have it (a NIC gone is not harmless)."""
+    held = [props[key] for props, _ in maps if key in props]
+    if any(p.value != majority and p.matters for p in held):
+        return True
+    lacking = any(key not in props for props, _ in maps)
+    return lacking and majority not in (None, ABSENT) and any(p.matters for p in held)
+
+
+def _implied_by_missing_nics(diffs: list[Difference]) -> list[Difference]:
+    """A NIC absent on some nodes takes its firmware, ports, NUMA node and paths with it: those
+    differences say nothing more on those nodes, so only ``<nic>.present`` is kept for them."""
+    gone = {
+        d.key[: -len(".present")]: set(o.nodes)
+        for d in diffs
+        if d.family == "nic.present"
+        for o in d.outliers
+        if o.value == ABSENT
+    }
+    if not gone:
+        return diffs
+    out = []
+    for d in diffs:
+        nic = _nic_of(d.key, gone)
+        if nic is None or d.family == "nic.present":
+            out.append(d)
             continue
-        if prop.value != majority and prop.matters:
-            return True
-    return False
+        kept = tuple(o for o in d.outliers if not (o.value == ABSENT and set(o.nodes) <= gone[nic]))
+        if kept:
+            out.append(replace(d, outliers=kept))
+    return out
+
+
+def _nic_of(key: str, gone: dict[str, set[str]]) -> str | None:
+    for nic in gone:
+        if key.startswith((f"{nic}.", f"{nic}:")) or key.endswith(f"-{nic}"):
+            return nic
+    return None
 
 
 def _severity(family: str, rule: str | None, matters: bool) -> str:

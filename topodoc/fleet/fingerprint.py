@@ -1,24 +1,29 @@
 """One node's fingerprint: the properties that should be identical across a fleet of like servers.
 
-A fingerprint is a flat, ordered mapping ``key -> Prop`` built from a snapshot in its JSON form
-(``codec.to_data``), so the same function serves recordings, ``probe --json`` files and agents'
-documents. Identity (host name, serials, UUIDs, MACs, GUIDs, boot id, timestamps) is left out by
-construction: only the fields listed here are read.
+A fingerprint is a flat, ordered mapping ``key -> Prop`` read from the typed snapshot
+(:class:`topodoc.model.Snapshot`, decoded once at the edge by :mod:`topodoc.fleet.nodes`), so the same
+function serves recordings, ``probe --json`` files and agents' documents. Identity (host name, serials,
+UUIDs, MACs, GUIDs, boot id, timestamps) is left out by construction: only the fields read here count.
 
 Path classes (which GPUs and NICs share a switch, a root port, a socket) are the derived topology's
-answer (:func:`topodoc.topology.derive`), never re-derived here. Deriving is the expensive step, so
-it is cached per process by the layout it depends on (the PCIe parent chains of the GPUs and NICs
-and the NVLink ends): ten thousand nodes of a few distinct layouts derive a few times.
+answer (:func:`topodoc.topology.derive`), derived afresh for each distinct snapshot: there is no
+derivation cache keyed on a hand-kept list of what ``derive`` reads (one such list once served a node
+another node's NV12). The fleet folds identical inputs before decoding them, so a fleet of a few
+distinct machines derives a few times. Each property names what it is (``RULE_OF``): the rule whose
+doc explains the consequence of a difference, or a fleet rule (``fleet-*``) where only the fleet
+comparison can see it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Where a property's consequence is explained: the rule a difference maps to.
+from topodoc import model
+
+# Where a property's consequence is explained: the rule a difference maps to (None: no rule does).
 RULE_OF = {
     "gpus": None,
-    "driver": "nccl-version-mismatch",
+    "driver": None,
     "cuda": None,
     "kernel": None,
     "pcie.width": "pcie-width-reduced",
@@ -28,10 +33,11 @@ RULE_OF = {
     "fabric": "nvswitch-fabric-incomplete",
     "path.gpu": "gpu-p2p-via-cpu",
     "path.nic": "gpu-nic-far",
+    "rail": None,
     "nic.port": "ib-port-down",
     "nic.rate": "ib-rate-below-peers",
     "nic.fw": None,
-    "nic.present": "rails-shared",
+    "nic.present": None,
     "numa": "gpu-nic-numa-mismatch",
     "peermem": "gdr-prereq-missing",
     "dmabuf": "gdr-prereq-missing",
@@ -53,15 +59,14 @@ class Prop:
     note: str = ""
 
 
-def fingerprint(data: dict, cache: dict | None = None) -> dict[str, Prop]:
-    """The fingerprint of one snapshot in JSON form. ``cache`` (layout key -> path cells) is shared
-    between calls to derive each distinct layout once."""
+def fingerprint(snapshot: model.Snapshot) -> dict[str, Prop]:
+    """The fingerprint of one decoded snapshot."""
     props: dict[str, Prop] = {}
-    _machine(data, props)
-    _gpus(data, props)
-    _nics(data, props)
-    _paths(data, props, {} if cache is None else cache)
-    _kernel(data, props)
+    _machine(snapshot, props)
+    _gpus(snapshot, props)
+    _nics(snapshot, props)
+    _paths(snapshot, props)
+    _kernel(snapshot, props)
     return props
 
 
@@ -77,51 +82,44 @@ def _put(
     props[key] = Prop(family, label, "unknown" if value is None else str(value), matters, note)
 
 
-def _machine(data: dict, props: dict[str, Prop]) -> None:
-    gpus = data.get("gpus") or []
+def _machine(snap: model.Snapshot, props: dict[str, Prop]) -> None:
     models: dict[str, int] = {}
-    for gpu in gpus:
-        name = gpu.get("name") or "unknown model"
+    for gpu in snap.gpus:
+        name = gpu.name or "unknown model"
         models[name] = models.get(name, 0) + 1
     _put(props, "gpus", "gpus", "GPUs", " + ".join(f"{n} x {m}" for m, n in sorted(models.items())) or "none")
-    driver = data.get("driver") or {}
-    _put(props, "driver", "driver", "NVIDIA driver", driver.get("driver_version"))
-    cuda = driver.get("cuda_driver_version")
+    _put(props, "driver", "driver", "NVIDIA driver", snap.driver.driver_version)
+    cuda = snap.driver.cuda_driver_version
     _put(props, "cuda", "cuda", "CUDA driver API", f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None)
-    host = data.get("host") or {}
-    kernel = data.get("kernel") or {}
-    _put(
-        props, "kernel", "kernel", "Linux kernel", kernel.get("release") or host.get("kernel"), matters=False
-    )
-    _put(props, "os", "kernel", "OS", host.get("os_name"), matters=False)
-    _put(props, "cpu", "kernel", "CPU model", host.get("cpu_model"), matters=False)
-    _put(props, "sockets", "numa", "CPU sockets", host.get("sockets"))
-    _put(props, "numa.nodes", "numa", "NUMA nodes", len(data.get("numa") or ()) or None)
+    release = snap.kernel.release or snap.host.kernel
+    _put(props, "kernel", "kernel", "Linux kernel", release, matters=False)
+    _put(props, "os", "kernel", "OS", snap.host.os_name, matters=False)
+    _put(props, "cpu", "kernel", "CPU model", snap.host.cpu_model, matters=False)
+    _put(props, "sockets", "numa", "CPU sockets", snap.host.sockets)
+    _put(props, "numa.nodes", "numa", "NUMA nodes", len(snap.numa) or None)
 
 
-def _link_of(data: dict, address: str | None) -> dict:
-    dev = (data.get("pci") or {}).get(address or "") or {}
-    return dev.get("link") or {}
+def _link_of(snap: model.Snapshot, address: str | None) -> model.PciLink:
+    dev = snap.pci.get(address or "")
+    return dev.link if dev else model.PciLink()
 
 
 def _gen(gts: float | None) -> str | None:
     from topodoc.topology.rates import gen_of
 
-    if not isinstance(gts, (int, float)):
+    if gts is None:
         return None
     return f"Gen{gen_of(gts) or '?'}"
 
 
-def _gpus(data: dict, props: dict[str, Prop]) -> None:
-    for gpu in data.get("gpus") or ():
-        name = f"GPU{gpu.get('index')}"
-        link = _link_of(data, gpu.get("pci_address"))
-        width = link.get("width") or gpu.get("pcie_width")
-        max_width = link.get("max_width") or gpu.get("pcie_max_width")
+def _gpus(snap: model.Snapshot, props: dict[str, Prop]) -> None:
+    for gpu in snap.gpus:
+        name = f"GPU{gpu.index}"
+        link = _link_of(snap, gpu.pci_address)
+        width = link.width or gpu.pcie_width
+        max_width = link.max_width or gpu.pcie_max_width
         _put(props, f"{name}.pcie.width", "pcie.width", f"{name} PCIe width", f"x{width}" if width else None)
-        max_gen = _gen(link.get("max_speed_gts")) or (
-            f"Gen{gpu['pcie_max_gen']}" if gpu.get("pcie_max_gen") else None
-        )
+        max_gen = _gen(link.max_speed_gts) or (f"Gen{gpu.pcie_max_gen}" if gpu.pcie_max_gen else None)
         _put(
             props,
             f"{name}.pcie.max",
@@ -129,7 +127,7 @@ def _gpus(data: dict, props: dict[str, Prop]) -> None:
             f"{name} PCIe max",
             f"{max_gen or '?'} x{max_width or '?'}" if max_gen or max_width else None,
         )
-        gen = _gen(link.get("speed_gts")) or (f"Gen{gpu['pcie_gen']}" if gpu.get("pcie_gen") else None)
+        gen = _gen(link.speed_gts) or (f"Gen{gpu.pcie_gen}" if gpu.pcie_gen else None)
         idle = gen == "Gen1" and max_gen not in (None, "Gen1")
         _put(
             props,
@@ -140,158 +138,125 @@ def _gpus(data: dict, props: dict[str, Prop]) -> None:
             matters=not idle,
             note="an idle GPU drops its link to Gen1 to save power: compare under load" if idle else "",
         )
-        links = gpu.get("nvlinks") or ()
-        if links:
-            active = sum(1 for nv in links if nv.get("active"))
-            _put(props, f"{name}.nvlink", "nvlink", f"{name} NVLinks active", f"{active} of {len(links)}")
-        fabric = gpu.get("fabric") or {}
-        if fabric.get("state") not in (None, "not_supported"):
-            _put(props, f"{name}.fabric", "fabric", f"{name} NVLink fabric", fabric.get("state"))
-        _put(props, f"{name}.numa", "numa", f"{name} NUMA node", gpu.get("numa_node"))
-        if gpu.get("lost"):
+        if gpu.nvlinks:
+            active = sum(1 for nv in gpu.nvlinks if nv.active)
+            _put(
+                props, f"{name}.nvlink", "nvlink", f"{name} NVLinks active", f"{active} of {len(gpu.nvlinks)}"
+            )
+        if gpu.fabric is not None and gpu.fabric.state not in (None, "not_supported"):
+            _put(props, f"{name}.fabric", "fabric", f"{name} NVLink fabric", gpu.fabric.state)
+        _put(props, f"{name}.numa", "numa", f"{name} NUMA node", gpu.numa_node)
+        if gpu.lost:
             _put(props, f"{name}.lost", "gpus", f"{name}", "lost (fell off the bus)")
 
 
-def _nics(data: dict, props: dict[str, Prop]) -> None:
-    for nic in data.get("nics") or ():
-        name = nic.get("name") or "?"
+def _nics(snap: model.Snapshot, props: dict[str, Prop]) -> None:
+    for nic in snap.nics:
+        name = nic.name
         _put(
-            props,
-            f"{name}.present",
-            "nic.present",
-            f"{name}",
-            nic.get("hca_type") or nic.get("kind") or "present",
+            props, f"{name}.present", "nic.present", f"{name} present", nic.hca_type or nic.kind or "present"
         )
         _put(
             props,
             f"{name}.fw",
             "nic.fw",
             f"{name} firmware",
-            nic.get("fw_version"),
+            nic.fw_version,
             note="firmware differs: NCCL works across versions, but a fleet usually pins one",
         )
-        for port in nic.get("ports") or ():
-            where = f"{name} port {port.get('port')}"
+        for port in nic.ports:
+            where = f"{name} port {port.port}"
             _put(
                 props,
-                f"{name}:{port.get('port')}.state",
+                f"{name}:{port.port}.state",
                 "nic.port",
                 f"{where} state",
-                f"{port.get('state') or '?'} / {port.get('link_layer') or '?'}",
+                f"{port.state or '?'} / {port.link_layer or '?'}",
             )
-            rate = port.get("rate_gbps")
+            rate = port.rate_gbps
             _put(
                 props,
-                f"{name}:{port.get('port')}.rate",
+                f"{name}:{port.port}.rate",
                 "nic.rate",
                 f"{where} rate",
-                f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else None,
+                f"{rate:g} Gb/s" if rate else None,
             )
-        numa = _numa_of(data, nic.get("pci_address"))
-        _put(props, f"{name}.numa", "numa", f"{name} NUMA node", numa)
+        dev = snap.pci.get(nic.pci_address or "")
+        _put(props, f"{name}.numa", "numa", f"{name} NUMA node", dev.numa_node if dev else None)
 
 
-def _numa_of(data: dict, address: str | None) -> int | None:
-    dev = (data.get("pci") or {}).get(address or "") or {}
-    return dev.get("numa_node")
-
-
-def _kernel(data: dict, props: dict[str, Prop]) -> None:
-    kernel = data.get("kernel") or {}
-    _put(props, "peermem", "peermem", "GPUDirect RDMA module", kernel.get("peermem_module") or "absent")
-    dmabuf = kernel.get("dmabuf_supported")
+def _kernel(snap: model.Snapshot, props: dict[str, Prop]) -> None:
+    kernel = snap.kernel
+    _put(props, "peermem", "peermem", "GPUDirect RDMA module", kernel.peermem_module or "absent")
+    dmabuf = kernel.dmabuf_supported
     _put(props, "dmabuf", "dmabuf", "DMA-BUF", None if dmabuf is None else ("yes" if dmabuf else "no"))
-    _put(props, "iommu", "iommu", "IOMMU mode", kernel.get("iommu_mode"))
-    _put(props, "acs", "acs", "ACS redirect on GPU/NIC paths", _acs(data))
+    _put(props, "iommu", "iommu", "IOMMU mode", kernel.iommu_mode)
+    _put(props, "acs", "acs", "ACS redirect on GPU/NIC paths", _acs(snap))
 
 
 ACS_REDIRECT = 0x000C  # ReqRedir | CmpltRedir
 
 
-def _acs(data: dict) -> str:
+def _acs(snap: model.Snapshot) -> str:
     """Which endpoints have a bridge with ACS redirect above them, named by endpoint ("GPU0, mlx5_0")."""
-    pci = data.get("pci") or {}
-    ends = [(f"GPU{g.get('index')}", g.get("pci_address")) for g in data.get("gpus") or ()]
-    ends += [(n.get("name"), n.get("pci_address")) for n in data.get("nics") or ()]
-    hit, unknown = [], False
+    ends = [(f"GPU{g.index}", g.pci_address) for g in snap.gpus]
+    ends += [(n.name, n.pci_address) for n in snap.nics]
+    hit = []
     for name, address in ends:
-        for bridge in _parents(pci, address):
-            ctrl = pci[bridge].get("acs_ctrl")
+        for bridge in _parents(snap.pci, address):
+            ctrl = snap.pci[bridge].acs_ctrl
             if ctrl is not None and ctrl & ACS_REDIRECT:
-                hit.append(str(name))
+                hit.append(name)
                 break
-    return ", ".join(hit) if hit else ("unknown" if unknown else "none")
+    return ", ".join(hit) if hit else "none"
 
 
-def _parents(pci: dict, address: str | None) -> list[str]:
+def _parents(pci: dict[str, model.PciDevice], address: str | None) -> list[str]:
     out, seen = [], set()
-    cur = (pci.get(address or "") or {}).get("parent")
+    dev = pci.get(address or "")
+    cur = dev.parent if dev else None
     while cur and cur in pci and cur not in seen:
         seen.add(cur)
         out.append(cur)
-        cur = pci[cur].get("parent")
+        cur = pci[cur].parent
     return out
 
 
-def layout_key(data: dict) -> tuple:
-    """What the path classes depend on: each endpoint's PCIe chain (with the port kinds and NUMA of
-    its host bridge), and every NVLink's ends. Two snapshots with the same key derive the same cells."""
-    pci = data.get("pci") or {}
-    parts: list[tuple] = []
-    for gpu in data.get("gpus") or ():
-        nv = tuple(
-            (n.get("active"), n.get("remote_type"), n.get("remote_pci_address"))
-            for n in gpu.get("nvlinks") or ()
-        )
-        parts.append(
-            (
-                "g",
-                gpu.get("index"),
-                _chain_key(pci, gpu.get("pci_address")),
-                nv,
-                gpu.get("numa_node"),
-                gpu.get("gpu_numa_id"),
-                gpu.get("c2c_links", None),
-            )
-        )
-    for nic in data.get("nics") or ():
-        parts.append(("n", nic.get("name"), nic.get("kind"), _chain_key(pci, nic.get("pci_address"))))
-    return tuple(parts)
-
-
-def _chain_key(pci: dict, address: str | None) -> tuple:
-    out = []
-    for addr in [address, *_parents(pci, address)]:
-        dev = pci.get(addr or "") or {}
-        out.append(
-            (addr, dev.get("class_code"), dev.get("port_type"), dev.get("host_bridge"), dev.get("numa_node"))
-        )
-    return tuple(out)
-
-
-def _paths(data: dict, props: dict[str, Prop], cache: dict) -> None:
-    key = layout_key(data)
-    cells = cache.get(key)
-    if cells is None:
-        cells = cache[key] = _derive_cells(data)
-    for a, b, value in cells:
-        family = "path.gpu" if b.startswith("GPU") else "path.nic"
-        _put(props, f"path.{a}-{b}", family, f"{a} <-> {b}", value)
-
-
-def _derive_cells(data: dict) -> tuple[tuple[str, str, str], ...]:
-    """The derived nvidia-smi class of every GPU pair and GPU-NIC pair (NIC named by device)."""
-    from topodoc import codec
+def _paths(snap: model.Snapshot, props: dict[str, Prop]) -> None:
     from topodoc.topology.derive import derive
+    from topodoc.topology.rails import nccl_nics
 
     try:
-        topo = derive(codec.snapshot_from_data(data))
+        topo = derive(snap)
     except Exception as err:  # noqa: BLE001 - a node whose snapshot cannot be derived is reported
-        return (("topology", "derive", f"unknown ({type(err).__name__})"),)
+        _put(props, "path.topology-derive", "path.gpu", "topology", f"unknown ({type(err).__name__})")
+        return
     device = {nic.name: nic.device for nic in topo.nics}
-    cells = [(c.a, c.b, c.smi) for c in topo.gpu_pairs]
-    cells += [(c.a, device.get(c.b, c.b), c.smi) for c in topo.gpu_nic]
-    return tuple(cells)
+    for c in topo.gpu_pairs:
+        _put(props, f"path.{c.a}-{c.b}", "path.gpu", f"{c.a} <-> {c.b}", c.smi)
+    for c in topo.gpu_nic:
+        nic = device.get(c.b, c.b)
+        _put(props, f"path.{c.a}-{nic}", "path.nic", f"{c.a} <-> {nic}", c.smi)
+    for pair in nccl_nics(topo):
+        name = pair.gpu.name
+        _put(props, f"rail.{name}", "rail", f"{name} NIC (NCCL's choice)", pair.nic.device, note=pair.reason)
+
+
+def nvlink_domain(snap: model.Snapshot) -> str | None:
+    """The NVLink domain of a tray (NVL72 / GB200): ``cluster_uuid/clique`` from NVML's GPU fabric info,
+    when every GPU that has it agrees; ``mixed: ...`` when its GPUs disagree; None without fabric info."""
+    seen = sorted(
+        {
+            f"{g.fabric.cluster_uuid}/{g.fabric.clique_id}"
+            for g in snap.gpus
+            if g.fabric is not None
+            and g.fabric.cluster_uuid
+            and g.fabric.state not in (None, "not_supported")
+        }
+    )
+    if not seen:
+        return None
+    return seen[0] if len(seen) == 1 else "mixed: " + ", ".join(seen)
 
 
 def digest(props: dict[str, Prop], matters_only: bool = True) -> str:

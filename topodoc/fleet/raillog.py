@@ -5,7 +5,12 @@ connection line gives the rank, its host and NCCL's net device index; the rank's
 device; the host's ``NET/IB : Using [i]name`` line names the device. The majority NIC set for each
 local GPU index is the fleet's rail map; a host that uses another NIC for that GPU breaks it. A
 connection whose two ends use different NICs crosses rails: normal on a fat tree, a spine detour on
-a rail-optimised fabric, and a failure on a rail-only one (so it is reported, at info level).
+a rail-optimised fabric, and a failure on a rail-only one.
+
+This module states the facts (:class:`RailMap`: the map, its breaks, the cross-rail connections); the
+judgement is the rules ``rail-map-broken`` and ``cross-rail-connections`` (:mod:`topodoc.rules.fleetrails`,
+with docs and cases), run by ``fleet --logs`` with ``nccl-version-mismatch`` (:data:`LOG_RULES`) and by
+``diagnose --log`` on any multi-node log.
 """
 
 from __future__ import annotations
@@ -21,12 +26,29 @@ class RailLogError(ValueError):
     """The logs could not be read or hold no NCCL line."""
 
 
+LOG_RULES = ("rail-map-broken", "cross-rail-connections", "nccl-version-mismatch")
+
+
 @dataclass(frozen=True)
 class RailFinding:
-    severity: str  # "warning" for a broken rail map, "info" for cross-rail traffic
+    """A rule's finding over the fleet's logs, as the fleet report carries it."""
+
+    severity: str
     rule: str
+    subject: str
     message: str
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[str, ...] = ()  # "file:line: text"
+
+
+@dataclass(frozen=True)
+class RailBreak:
+    """One host whose GPU uses other NICs than most hosts use for that local GPU."""
+
+    host: str
+    gpu: str
+    nics: str
+    majority: str
+    evidence: Evidence | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +66,10 @@ class RailMap:
     majority: dict[str, str]  # local GPU index -> NIC names on most hosts
     hosts: tuple[HostRails, ...]
     cross_rail: int  # network connections whose ends use different NICs
-    findings: tuple[RailFinding, ...] = ()
+    breaks: tuple[RailBreak, ...] = ()
+    cross_sample: str | None = None  # "rank 0 on mlx5_0, rank 2 on mlx5_1"
+    cross_evidence: tuple[Evidence, ...] = ()
+    findings: tuple[RailFinding, ...] = ()  # the LOG_RULES' findings, filled by rail_map
 
 
 def _files(paths: tuple[str, ...]) -> list[str]:
@@ -60,16 +85,29 @@ def _files(paths: tuple[str, ...]) -> list[str]:
 
 
 def rail_map(paths: tuple[str, ...]) -> RailMap:
+    """The rail map of the logs under ``paths`` with the findings of :data:`LOG_RULES` on them."""
+    from dataclasses import replace
+
+    from topodoc import catalogue
     from topodoc.parsers.nccl_log import LogInputError, analyze
+    from topodoc.rules.engine import Facts, evaluate
+    from topodoc.rules.registry import get
 
     files = _files(paths)
     if not files:
         raise RailLogError("--logs: no log files found")
     try:
-        analysis = analyze(files)
+        analysis = analyze(files, catalogue.scan_literals())
     except (LogInputError, OSError) as err:
         raise RailLogError(f"--logs: {err}") from err
-    return build(analysis)
+    report = evaluate(Facts(logs=analysis), [get(rule_id) for rule_id in LOG_RULES])
+    findings = tuple(
+        RailFinding(
+            f.severity.value, f.rule, f.subject, f.message, tuple(f"{e.where}: {e.value}" for e in f.evidence)
+        )
+        for f in report.findings
+    )
+    return replace(build(analysis), findings=findings)
 
 
 def build(analysis: LogAnalysis) -> RailMap:
@@ -93,20 +131,15 @@ def build(analysis: LogAnalysis) -> RailMap:
             evidence_of[(conn.rank, conn.peer)] = conn.evidence
     hosts = _hosts(analysis, used)
     majority = _majority(hosts)
-    findings = list(_breaks(hosts, majority, proof))
     cross, sample = _cross_rail(nic_of_rank, evidence_of)
-    if cross:
-        findings.append(
-            RailFinding(
-                "info",
-                "rail-mismatch",
-                f"{cross} network connection(s) join NICs of different rails (e.g. {sample[0]}): fine on a "
-                "fat tree, a detour through the spine on a rail-optimised fabric, and unreachable on a "
-                "rail-only one (NCCL's PXN keeps traffic on one rail when NCCL_PXN_DISABLE is not set)",
-                tuple(e for e in sample[1:] if e is not None),
-            )
-        )
-    return RailMap(majority, hosts, cross, tuple(findings))
+    return RailMap(
+        majority,
+        hosts,
+        cross,
+        tuple(_breaks(hosts, majority, proof)),
+        sample[0] if sample else None,
+        tuple(e for e in sample[1:] if e is not None),
+    )
 
 
 def _hosts(analysis: LogAnalysis, used: dict[str, dict[str, set[str]]]) -> tuple[HostRails, ...]:
@@ -149,14 +182,7 @@ def _breaks(hosts: tuple[HostRails, ...], majority: dict[str, str], proof: dict[
         for gpu, nics in host.nics.items():
             want = majority.get(gpu)
             if want is not None and nics != want:
-                ev = proof.get((host.host, gpu))
-                yield RailFinding(
-                    "warning",
-                    "rail-mismatch",
-                    f"{host.host}: GPU{gpu} uses {nics}, while most hosts use {want} for GPU{gpu}: this node "
-                    "breaks the rail map (a cabling, PCIe placement or NCCL_IB_HCA difference on this node)",
-                    (ev,) if ev else (),
-                )
+                yield RailBreak(host.host, gpu, nics, want, proof.get((host.host, gpu)))
 
 
 def _cross_rail(nic_of_rank: dict[int, dict[int, str]], evidence_of: dict[tuple[int, int], Evidence]):

@@ -41,7 +41,13 @@ def link_text(link: Link | None) -> str:
 
 
 def nearest_nic(topology: Topology, gpu: str) -> Connection | None:
-    """The NIC NCCL would reach best (path type, then nvidia-smi's level, then fewer hops)."""
+    """The NIC NCCL gives ``gpu`` (:func:`topodoc.topology.rails.nccl_nics`: the answer topo and fleet
+    show); the nearest NIC of any kind when no RDMA NIC is placed."""
+    from topodoc.topology.rails import nccl_nics
+
+    for pair in nccl_nics(topology):
+        if pair.gpu.name == gpu:
+            return pair.conn
     conns = [c for c in topology.gpu_nic if c.a == gpu]
     smi = (*SMI_LEVELS, "N/A")
     return min(conns, key=lambda c: (NCCL_PATHS.index(c.nccl), smi.index(c.pci_level or "N/A"),
@@ -90,6 +96,7 @@ def render_derived(topology: Topology, diffs: list[CellDiff] | None) -> str:
         parts.append("\nNCCL path types (NVB/PXN name the relay GPU):\n" + nccl_grid(topology))
     nic_paths = paths(topology)
     if nic_paths:
-        parts.append("\nEach GPU to its nearest NIC:\n" + nic_paths)
+        heading = "Each GPU to the NIC NCCL takes (the nearest; ties as ncclTopoGetLocalNet breaks them):"
+        parts.append(f"\n{heading}\n" + nic_paths)
     parts.append("\n" + diffs_text(diffs))
     return "".join(parts)

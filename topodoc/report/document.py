@@ -15,7 +15,7 @@ from typing import Any
 # tests/test_schemas.py checks they agree with model.SCHEMA / SCHEMA_VERSION (and fleet's).
 VERSIONS: dict[str, int] = {
     "topodoc.snapshot": 3,  # 1 was {"schema": 1, ...}; codec.load still reads it
-    "topodoc.topo": 1,
+    "topodoc.topo": 2,
     "topodoc.logs": 3,
     "topodoc.nccltests": 1,
     "topodoc.diagnose": 3,
@@ -23,7 +23,7 @@ VERSIONS: dict[str, int] = {
     "topodoc.rules": 1,
     "topodoc.examples": 1,
     "topodoc.estimate": 1,
-    "topodoc.fleet": 1,
+    "topodoc.fleet": 2,
     "topodoc.fabric": 1,
     "topodoc.fabric-check": 1,
     "topodoc.estimate-cluster": 1,

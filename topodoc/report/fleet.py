@@ -30,6 +30,9 @@ def render_text(report: FleetReport) -> str:
         out.append("")
         out.append("Differences that do not change what NCCL can do (check if unexpected):")
         out.extend(_difference(d) for d in _fold(benign))
+    if report.racks is not None:
+        out.append("")
+        out.extend(render_racks(report.racks))
     if len(report.groups) > 1:
         out.append("")
         out.append("Groups of identical nodes:")
@@ -62,6 +65,17 @@ def _fold(diffs: list[Difference]) -> list[Difference]:
 
 
 def _headline(report: FleetReport) -> str:
+    line = _counts(report)
+    outsiders = report.racks.outsiders if report.racks is not None else ()
+    if outsiders:
+        line += (
+            f"; but {len(outsiders)} tray(s) not in the rack's NVLink domain: "
+            f"{_names(tuple(o.node for o in outsiders))} (see below)"
+        )
+    return line
+
+
+def _counts(report: FleetReport) -> str:
     n = report.nodes
     if n == 0:
         return "fleet: no node could be read"
@@ -128,10 +142,24 @@ def render_rails(rails) -> str:
                 f"  {name:<24}{cells}{h.transport or '-':<11}{gdr:<6}{','.join(h.nccl_versions) or '-'}"
             )
     for f in rails.findings:
-        out.append(f"  {f.severity.upper():<8} {f.message}")
+        out.append(f"  {f.severity.upper():<8} {f.message}  [{f.rule}]")
         for ev in f.evidence:
-            out.append(f"           {ev.file}:{ev.line}: {ev.text}")
+            out.append(f"           {ev}")
     return "\n".join(out) + "\n"
+
+
+def render_racks(racks) -> list[str]:
+    """NVLink-domain trays: each tray's domain (cluster UUID / clique), GPUs, NVLinks, fabric state."""
+    rack = racks.rack_domain or "none (no domain holds more than half of the trays: several racks?)"
+    out = [f"NVLink domains (NVL72-style trays; the rack's domain: {rack}):"]
+    out.append(f"  {'tray':<24}{'cluster UUID / clique':<48}{'GPUs':<22}{'NVLinks active':<22}fabric")
+    for t in racks.trays:
+        mark = "" if racks.rack_domain in (None, t.domain) else "  <- not in the rack's domain"
+        out.append(f"  {t.node:<24}{t.domain:<48}{t.gpus:<22}{t.nvlinks:<22}{t.fabric}{mark}")
+    out.append("  NVSwitch trays: not visible from compute-tray snapshots (only each GPU's links into them)")
+    for o in racks.outsiders:
+        out.append(f"  {o.severity.upper():<8} {o.message}")
+    return out
 
 
 def to_csv(report: FleetReport) -> str:
@@ -154,6 +182,19 @@ def to_csv(report: FleetReport) -> str:
                         o.note,
                     ]
                 )
+    for out in report.racks.outsiders if report.racks is not None else ():
+        writer.writerow(
+            [
+                out.node,
+                "NVLink domain",
+                out.domain,
+                report.racks.rack_domain,
+                out.severity,
+                "yes",
+                "",
+                out.message,
+            ]
+        )
     for err in report.errors:
         writer.writerow([err.input, "(input)", "unreadable", "", "error", "yes", "", err.message])
     return buf.getvalue()

@@ -100,11 +100,10 @@ def _agent(view):
 
 
 def _fingerprint(snapshot):
-    from topodoc.codec import to_data
     from topodoc.fleet.fingerprint import digest, fingerprint
 
     family = _gauge("topodoc_fingerprint_info", ["fingerprint"])
-    family.add_metric([digest(fingerprint(to_data(snapshot)))], 1)
+    family.add_metric([digest(fingerprint(snapshot))], 1)
     return family
 
 

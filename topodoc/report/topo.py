@@ -146,7 +146,7 @@ def reading_lines(reading: Reading, p2p_mode: str | None = None) -> list[str]:
     lines = ["", "[bold]NVLink[/bold]", *_nvlink_lines(reading)]
     lines += ["", "[bold]PCIe paths between GPUs[/bold]", *_pcie_lines(reading)]
     if reading.nearest_nics:
-        lines += ["", "[bold]Nearest NIC per GPU[/bold]", *_nic_lines(reading)]
+        lines += ["", "[bold]NIC per GPU (NCCL's choice)[/bold]", *_nic_lines(reading)]
     lines += ["", "[bold]CPU / NUMA affinity[/bold]", *_affinity_lines(reading)]
     if reading.asymmetric:
         pairs = ", ".join(f"{a}/{b}" for a, b in reading.asymmetric)
@@ -216,13 +216,19 @@ def _pair_list(pairs: tuple[PairLink, ...]) -> str:
 
 
 def _nic_lines(reading: Reading) -> list[str]:
+    """Each GPU's NIC as NCCL takes it (the answer ``fleet`` and the rules give), the ties beside it."""
     lines = []
     for nearest in reading.nearest_nics:
-        named = zip(nearest.nics, nearest.devices, strict=True)
-        nics = ", ".join(n if d in (None, n) else f"{n} ({d})" for n, d in named)
+        named = dict(zip(nearest.nics, nearest.devices, strict=True))
+        pick = nearest.nccl_nic or nearest.nics[0]
+        shown = pick if named.get(pick) in (None, pick) else f"{pick} ({named[pick]})"
         far = PCIE_ORDER.index(nearest.distance) > PCIE_ORDER.index("PXB")
         note = "  [yellow]beyond PXB: NCCL skips GPUDirect RDMA by default[/yellow]" if far else ""
-        lines.append(f"  {nearest.gpu}: {nics} at {nearest.distance}{note}")
+        why = "nearest"
+        if len(nearest.nics) > 1:
+            why = (f"{len(nearest.nics)} tie ({', '.join(nearest.nics)}): NCCL takes this one for this CUDA "
+                   "device on channel 0")
+        lines.append(f"  {nearest.gpu}: {shown} at {nearest.distance}, {why}{note}")
     return lines
 
 

@@ -9,6 +9,7 @@ import difflib
 
 from topodoc.rules import (
     bandwidth,
+    fleetrails,
     gpudirect,
     joined,
     kernel,
@@ -31,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     *nccl.RULES,
     *loginfer.RULES,
     *joined.RULES,
+    *fleetrails.RULES,
     *bandwidth.RULES,
     *matrix.RULES,
     *kernel.RULES,

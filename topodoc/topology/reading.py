@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from topodoc.model import ConnectionMatrix
+from topodoc.topology.rails import nccl_pick
 from topodoc.topology.vocab import SMI_LEVELS as PCIE_ORDER  # nearest first: PIX ... SYS
 
 _NV = re.compile(r"NV(\d+)")
@@ -38,6 +39,7 @@ class NearestNic:
     nics: tuple[str, ...]  # every NIC at the nearest distance (ties kept)
     devices: tuple[str | None, ...]  # their device names, same order
     distance: str  # "PIX", "PXB", "PHB", "NODE", "SYS"
+    nccl_nic: str | None = None  # the one of ``nics`` NCCL takes (topodoc.topology.rails.nccl_pick)
 
 
 @dataclass(frozen=True)
@@ -141,11 +143,14 @@ def _nearest_nic(matrix: ConnectionMatrix, gpu: str) -> NearestNic | None:
         return None
     best = min(rank for rank, _nic in ranked)
     nearest = [nic for rank, nic in ranked if rank == best]
+    index = gpu[3:] if gpu.startswith("GPU") else ""
+    pick = nearest[nccl_pick(int(index), len(nearest))].name if index.isdigit() else None
     return NearestNic(
         gpu=gpu,
         nics=tuple(nic.name for nic in nearest),
         devices=tuple(nic.device for nic in nearest),
         distance=PCIE_ORDER[best],
+        nccl_nic=pick,
     )
 
 
