@@ -188,3 +188,20 @@ def test_a_paste_of_several_commands_is_read_region_by_region(tmp_path: Path) ->
     down = next(f for f in doc["findings"] if f["rule"] == "ib-port-down")
     line = int(down["evidence"][0]["where"].rsplit(":", 1)[1])
     assert paste.split("\n")[line - 1].strip() and line > paste.count("\n", 0, paste.index("$ ibstat"))
+
+
+def test_fleet_runs_the_one_pipeline_per_node(tmp_path: Path) -> None:
+    """A node whose diagnosis has a finding no fingerprint property stands for (a lost GPU) differs."""
+    probe = json.loads(run_cli("probe", "--from", MACHINE, "--json").stdout)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(probe))
+    probe["gpus"][2]["lost"] = True
+    (tmp_path / "c.json").write_text(json.dumps(probe))
+    doc = json.loads(run_cli("fleet", *(str(tmp_path / f"{n}.json") for n in "abc"), "--json").stdout)
+    lost = [d for d in doc["differences"] if d["key"] == "finding.gpu-lost"]
+    assert lost and lost[0]["rule"] == "gpu-lost"
+    assert [o["nodes"] for o in lost[0]["outliers"]] == [["c"]]
+    from topodoc.diagnosis import Request, run
+
+    snapshot = topodoc.load(str(tmp_path / "c.json"))
+    assert "gpu-lost" in {f.rule for f in run(Request(snapshot=snapshot)).report.findings}

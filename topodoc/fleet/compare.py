@@ -112,7 +112,7 @@ def _difference(key: str, maps: list[tuple[dict[str, Prop], list[str]]], total: 
         for value, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         if value != majority
     )
-    rule = RULE_OF.get(sample.family)
+    rule = key.removeprefix("finding.") if sample.family == "finding" else RULE_OF.get(sample.family)
     return Difference(
         key,
         sample.label,

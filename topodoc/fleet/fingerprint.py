@@ -43,6 +43,7 @@ RULE_OF = {
     "dmabuf": "gdr-prereq-missing",
     "iommu": "iommu-translated",
     "acs": "acs-on-p2p-path",
+    "finding": None,  # finding.<rule>: that rule (topodoc.fleet.compare reads it from the key)
 }
 
 
@@ -67,6 +68,26 @@ def fingerprint(snapshot: model.Snapshot) -> dict[str, Prop]:
     _nics(snapshot, props)
     _paths(snapshot, props)
     _kernel(snapshot, props)
+    return props
+
+
+def findings(snapshot: model.Snapshot) -> dict[str, Prop]:
+    """The node's warning-or-worse findings from :func:`topodoc.diagnosis.run` (the pipeline every door
+    calls), one property per rule, for the rules no fingerprint property stands for (a lost GPU, P2P not
+    supported, NUMA node unknown ...): a rule that fires on some nodes and not others is a difference."""
+    from topodoc.diagnosis import Request, run
+    from topodoc.rules.engine import Severity
+
+    shown = {rule for rule in RULE_OF.values() if rule}
+    props: dict[str, Prop] = {}
+    report = run(Request(snapshot=snapshot, live_default=False)).report
+    for f in report.findings:
+        if f.rule in shown or f.severity.rank < Severity.WARNING.rank:
+            continue
+        key = f"finding.{f.rule}"
+        old = props.get(key)
+        value = f"{f.severity.value}: {f.subject}" if old is None else f"{old.value}; {f.subject}"
+        props[key] = Prop("finding", f.title or f.rule, value)
     return props
 
 

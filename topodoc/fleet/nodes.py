@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from topodoc.fleet.fetch import FetchError, fetch, file_kind, loads, read_file
-from topodoc.fleet.fingerprint import Prop, fingerprint, nvlink_domain
+from topodoc.fleet.fingerprint import Prop, findings, fingerprint, nvlink_domain
 
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_URL_BYTES = 8 * 1024 * 1024  # an 8-GPU snapshot is ~100 KB; 16 URLs in flight hold 128 MiB at most
@@ -190,8 +190,11 @@ _HOSTNAME = re.compile(rb'"hostname": *"([^"\\]*(?:\\.[^"\\]*)*)"')
 
 
 def node_facts(snapshot) -> tuple[Fingerprint, str | None]:
-    """The one per-node step: a decoded snapshot -> its fingerprint and NVLink domain."""
-    return tuple(sorted(fingerprint(snapshot).items())), nvlink_domain(snapshot)
+    """The one per-node step: a decoded snapshot -> its fingerprint (with the findings of the one diagnosis
+    pipeline that no property already stands for) and NVLink domain."""
+    props = fingerprint(snapshot)
+    props.update(findings(snapshot))
+    return tuple(sorted(props.items())), nvlink_domain(snapshot)
 
 
 def load_one(
