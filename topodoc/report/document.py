@@ -24,6 +24,8 @@ VERSIONS: dict[str, int] = {
     "topodoc.examples": 1,
     "topodoc.estimate": 1,
     "topodoc.fleet": 1,
+    "topodoc.agent-findings": 1,
+    "topodoc.agent-events": 1,
 }
 
 
