@@ -7,8 +7,9 @@ What a client can hold is bounded by construction, whatever it does:
 - a request's head (request line and headers, at most :data:`MAX_HEAD` bytes) must arrive within
   ``head_timeout`` seconds, with no gap over ``idle_timeout`` between its bytes; an answer must be taken
   within ``write_timeout``; one request per connection (``Connection: close``);
-- at most ``max_connections`` connections: a new one beyond it closes the oldest connection still sending
-  its head (an idle socket), or is refused when every one is being answered;
+- at most ``max_connections`` connections: at the cap, the oldest one still sending its head after
+  :data:`EVICT_AFTER` seconds (an idle socket) is closed to make room; when none is, accepting pauses and
+  the kernel's backlog holds new connections until one ends;
 - one render per endpoint at a time, shared by every request that waits for it and kept
   :data:`CACHE_S`: a thousand scrapes at once render ``/metrics`` once;
 - a client that goes away is dropped without a word (no traceback on stderr); an error is counted in
@@ -35,6 +36,9 @@ JSON = "application/json"
 OPEN_PATHS = frozenset({"/metrics", "/healthz"})
 PATHS = ("/metrics", "/healthz", "/findings", "/events", "/snapshot")
 MAX_HEAD = 8192
+BACKLOG = 1024  # connections the kernel queues before accept (capped by net.core.somaxconn)
+ACCEPT_BATCH = 64  # accepted per turn of the loop
+EVICT_AFTER = 0.5  # at the cap, a connection without a whole head this old makes room
 RENDER_WORKERS = 2
 CACHE_S = 1.0
 RENDER_TIMEOUT = 30.0
@@ -52,7 +56,7 @@ class AgentHttp:
         self.max_connections = max_connections
         self.head_timeout, self.idle_timeout, self.write_timeout = head_timeout, idle_timeout, write_timeout
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.create_server((host, port), family=family, backlog=1024)
+        self.sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
         self.sock.setblocking(False)
         self.loop = asyncio.new_event_loop()
         self.loop.set_exception_handler(self._loop_error)
@@ -62,7 +66,8 @@ class AgentHttp:
         self._cache: dict[str, tuple[float, tuple[int, str, bytes]]] = {}
         self._inflight: dict[str, asyncio.Future] = {}
         self._stopped = asyncio.Event()  # bound to the loop on first use (Python >= 3.10)
-        self.refused = 0  # connections closed at the cap (an idle one evicted, or a new one refused)
+        self._paused = False  # accepting paused: at the cap, or out of descriptors
+        self.evicted = 0  # idle connections closed at the cap to make room
 
     @property
     def address(self) -> tuple[str, int]:
@@ -89,13 +94,13 @@ class AgentHttp:
             self.loop.close()
 
     async def _main(self) -> None:
-        server = await asyncio.start_server(self._accept, sock=self.sock, limit=MAX_HEAD)
+        fd = self.sock.fileno()
+        self.loop.add_reader(fd, self._accept_ready)
         try:
             await self._stopped.wait()
         finally:
-            server.close()
-            for task, conn in list(self._conns.items()):
-                conn.writer.transport.abort()
+            self.loop.remove_reader(fd)
+            for task in self._conns:
                 task.cancel()
             await asyncio.gather(*self._conns, return_exceptions=True)
 
@@ -107,39 +112,67 @@ class AgentHttp:
         what = f"{type(err).__name__}: {err}" if err is not None else context.get("message", "?")
         self.agent.report_error("http", str(what)[:200])
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept_ready(self) -> None:
+        """Accept what waits (at most ACCEPT_BATCH a turn), holding the cap as each one is accepted: the
+        agent's descriptors stay under the cap plus one batch whatever the clients do. At the cap, the
+        oldest connection that has sent no whole head for EVICT_AFTER seconds is closed to make room;
+        when there is none, accepting pauses (the kernel's backlog holds the rest) until one ends."""
+        for _ in range(ACCEPT_BATCH):
+            if len(self._conns) >= self.max_connections:
+                self._evict_one()  # its slot frees when its task ends, which resumes accepting
+                self._pause(EVICT_AFTER)
+                return
+            try:
+                sock, _address = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:  # out of descriptors (EMFILE/ENFILE), or an aborted connection
+                self.agent.report_error("http", f"accept: {err.strerror or err}")
+                self._pause(1.0)
+                return
+            sock.setblocking(False)
+            conn = _Conn(sock, self.loop.time())
+            self._conns[self.loop.create_task(self._connection(conn))] = conn
+
+    def _pause(self, seconds: float) -> None:
+        if not self._paused:
+            self._paused = True
+            self.loop.remove_reader(self.sock.fileno())
+            self.loop.call_later(seconds, self._resume)
+
+    def _resume(self) -> None:
+        if self._paused and not self._stopped.is_set():
+            self._paused = False
+            self.loop.add_reader(self.sock.fileno(), self._accept_ready)
+
+    def _evict_one(self) -> None:
+        """Close the oldest connection that has been EVICT_AFTER seconds without a whole request head, in
+        what it sent or in what waits unread in its socket (so a request the loop has not read yet stays).
+        It keeps its slot until its task has closed the socket: descriptors never pass the cap."""
+        stale = self.loop.time() - EVICT_AFTER
+        for task, conn in self._conns.items():
+            if conn.since > stale:
+                return  # oldest first: the rest are younger
+            if conn.reading and not task.cancelling() and not conn.head_waiting():
+                self.evicted += 1
+                task.cancel()
+                return
+
+    async def _connection(self, conn: _Conn) -> None:
         task = asyncio.current_task()
-        if len(self._conns) >= self.max_connections and not self._evict_one():
-            self.refused += 1
-            writer.transport.abort()
-            return
-        conn = _Conn(writer)
-        self._conns[task] = conn
         try:
-            await self._handle(reader, conn)
-        except (ConnectionError, TimeoutError, asyncio.IncompleteReadError, OSError):
-            writer.transport.abort()  # the client went away or stalled: nothing to tell anyone
-        except asyncio.CancelledError:
-            writer.transport.abort()
+            await self._handle(conn)
+        except (ConnectionError, TimeoutError, OSError, asyncio.CancelledError):
+            pass  # the client went away or stalled, or the cap took it: nothing to tell anyone
         except Exception as err:  # a bug here must not end the loop
             self.agent.report_error("http", f"{type(err).__name__}: {err}")
-            writer.transport.abort()
         finally:
-            self._conns.pop(task, None)
+            conn.sock.close()
+            if self._conns.pop(task, None) is not None:
+                self._resume()
 
-    def _evict_one(self) -> bool:
-        """Close the oldest connection still sending its head; False when every one is being answered."""
-        for task, conn in self._conns.items():
-            if conn.reading:
-                self.refused += 1
-                conn.writer.transport.abort()
-                task.cancel()
-                del self._conns[task]
-                return True
-        return False
-
-    async def _handle(self, reader: asyncio.StreamReader, conn: _Conn) -> None:
-        head = await self._read_head(reader, conn)
+    async def _handle(self, conn: _Conn) -> None:
+        head = await self._read_head(conn)
         conn.reading = False
         if head is None:
             return
@@ -158,20 +191,20 @@ class AgentHttp:
         await self._send(conn, await self._render(path), method,
                          extra=() if path in OPEN_PATHS else ("Cache-Control: no-store",))
 
-    async def _read_head(self, reader: asyncio.StreamReader, conn: _Conn):
+    async def _read_head(self, conn: _Conn):
         """(method, path, headers) or None after answering a bad request; raises TimeoutError."""
         deadline = time.monotonic() + self.head_timeout
-        data = b""
-        while b"\r\n\r\n" not in data and b"\n\n" not in data:
+        while not _whole(conn.head):
             left = deadline - time.monotonic()
-            if left <= 0 or len(data) > MAX_HEAD:
+            if left <= 0 or len(conn.head) > MAX_HEAD:
                 code = 408 if left <= 0 else 431
                 await self._send(conn, (code, TEXT, f"{REASONS[code].lower()}\n".encode()), "GET")
                 return None
-            chunk = await asyncio.wait_for(reader.read(4096), min(left, self.idle_timeout))
+            chunk = await asyncio.wait_for(self.loop.sock_recv(conn.sock, 4096), min(left, self.idle_timeout))
             if not chunk:
                 return None  # closed before a whole head: nothing to answer
-            data += chunk
+            conn.head += chunk
+        data = conn.head
         lines = data.split(b"\n", 1)[0].decode("latin-1").strip().split(" ")
         if len(lines) != 3 or not lines[1].startswith("/") or not lines[2].startswith("HTTP/"):
             await self._send(conn, (400, TEXT, b"bad request line\n"), "GET")
@@ -194,11 +227,9 @@ class AgentHttp:
         code, content_type, body = answer
         lines = [f"HTTP/1.1 {code} {REASONS.get(code, 'Error')}", f"Content-Type: {content_type}",
                  f"Content-Length: {len(body)}", "Connection: close", "Server: topodoc-agent", *extra]
-        conn.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        if method != "HEAD":
-            conn.writer.write(body)
-        await asyncio.wait_for(conn.writer.drain(), self.write_timeout)
-        conn.writer.close()
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body if method != "HEAD" else b"")
+        await asyncio.wait_for(self.loop.sock_sendall(conn.sock, data), self.write_timeout)
+        conn.sock.shutdown(socket.SHUT_WR)
 
     # -- rendering -----------------------------------------------------------------------------------
     async def _render(self, path: str) -> tuple[int, str, bytes]:
@@ -231,11 +262,24 @@ class AgentHttp:
 
 
 class _Conn:
-    __slots__ = ("writer", "reading")
+    __slots__ = ("sock", "since", "head", "reading")
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.reading = True  # still sending its request head: the one a full agent closes first
+    def __init__(self, sock: socket.socket, since: float) -> None:
+        self.sock, self.since = sock, since
+        self.head = b""  # what it sent of its request head so far
+        self.reading = True  # its head not read yet: the kind a full agent closes first
+
+    def head_waiting(self) -> bool:
+        """True when the bytes it sent, with those unread in the socket, hold a whole request head."""
+        try:
+            unread = self.sock.recv(MAX_HEAD, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except OSError:  # nothing waits (BlockingIOError), or the socket failed: nothing to keep it for
+            return False
+        return _whole(self.head + unread)
+
+
+def _whole(head: bytes) -> bool:
+    return b"\r\n\r\n" in head or b"\n\n" in head
 
 
 def render(agent, path: str) -> tuple[int, str, bytes]:
