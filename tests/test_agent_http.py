@@ -376,3 +376,18 @@ def test_a_rotated_token_applies_on_reload(tmp_path):
     token.write_text("short")
     agent._apply_reload()
     assert agent.auth_token == "f" * 32 and "kept the previous token" in agent.view().errors[-1]
+
+
+def test_the_manifest_requires_the_token_and_admits_only_the_scraper():
+    """Issue 22 item 5: the DaemonSet bound the agent to the node's IP with no NetworkPolicy. Every option
+    the manifest passes is one the command takes."""
+    from topodoc.commands.agent import command
+
+    text = (REPO / "deploy" / "kubernetes" / "topodoc-agent.yaml").read_text()
+    args = re.findall(r"^\s+- (--[a-z-]+)=", text, flags=re.MULTILINE)
+    options = {name for param in command.params for name in param.opts}
+    assert "--auth-token-file" in args and "--listen" in args and set(args) <= options, set(args) - options
+    assert "secretName: topodoc-agent-token" in text and "optional: false" in text
+    policy = text[text.index("kind: NetworkPolicy"):]
+    assert "policyTypes: [Ingress]" in policy and "app.kubernetes.io/name: prometheus" in policy
+    assert "port: 9400" in policy
