@@ -127,6 +127,8 @@ def _report(args, times, rss, fds, agent: Agent, work: Path, answers: dict) -> N
         print(f"  {label:13}: cycle mean {statistics.mean(ordered) * 1e3:7.1f} ms, p50 {p50 * 1e3:7.1f} ms, "
               f"p95 {p95 * 1e3:7.1f} ms, peak RSS {max(rss[part]) / 2**20:7.1f} MiB, fds {min(fds[part])}-"
               f"{max(fds[part])}")
+    deciles = [f"{max(rss[i * tenth:(i + 1) * tenth]) / 2**20:.1f}" for i in range(1, len(rss) // tenth)]
+    print(f"  peak RSS per tenth after the first (MiB): {' '.join(deciles)}")
     files = sorted((p.name, p.stat().st_size) for p in work.iterdir() if p.name.startswith("events"))
     print(f"  events kept {len(agent.events.recent())} (ring), counter series {len(agent.events.counts())}, "
           f"tracked findings {len(agent.tracker.items())}, events files {files}")

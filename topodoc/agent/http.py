@@ -114,7 +114,7 @@ class AgentHttp:
 
     def _accept_ready(self) -> None:
         """Accept what waits (at most ACCEPT_BATCH a turn), holding the cap as each one is accepted: the
-        agent's descriptors stay under the cap plus one batch whatever the clients do. At the cap, the
+        agent's sockets stay under the cap whatever the clients do. At the cap, the
         oldest connection that has sent no whole head for EVICT_AFTER seconds is closed to make room;
         when there is none, accepting pauses (the kernel's backlog holds the rest) until one ends."""
         for _ in range(ACCEPT_BATCH):
