@@ -323,9 +323,12 @@ def test_the_command_refuses_what_it_cannot_serve_safely(tmp_path):
     short.write_text("abc\n")
     config = tmp_path / "agent.json"
     config.write_text(json.dumps({"interval": 0.5}))
+    os.mkfifo(tmp_path / "fifo")
     cases = (["--listen", "0.0.0.0:0"], ["--listen", "[::]:0"], ["--listen", "node7:9400"],
              ["--listen", "127.0.0.1:0", "--auth-token-file", str(short)],
              ["--listen", "127.0.0.1:0", "--auth-token-file", str(tmp_path / "missing")],
+             ["--listen", "127.0.0.1:0", "--auth-token-file", str(tmp_path / "fifo")],
+             ["--listen", "127.0.0.1:0", "--auth-token-file", str(tmp_path)],
              ["--listen", "off", "--interval", "0.001"], ["--listen", "off", "--config", str(config)])
     for args in cases:
         result = run_cli("agent", "--from", SMALL, *args)

@@ -102,8 +102,9 @@ def read_token(path: str) -> str:
     without spaces, from a regular file; ValueError with a one-line reason otherwise."""
     import stat
 
-    with open(path, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the agent
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"--auth-token-file {path}: not a regular file")
         raw = handle.read(TOKEN_MAX + 2)
     token = raw.strip().decode("ascii", errors="replace")
