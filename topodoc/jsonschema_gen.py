@@ -59,6 +59,7 @@ class Doc:
 def documents() -> dict[str, Doc]:
     """Every document by schema name. Imported lazily: the types live all over the package."""
     from topodoc import logmodel, model
+    from topodoc.agent.events import AgentEvent
     from topodoc.bandwidth.estimate import ClusterEstimate, TpEstimate
     from topodoc.bandwidth.model import BandwidthModel
     from topodoc.commands.examples import Example
@@ -121,6 +122,32 @@ def documents() -> dict[str, Doc]:
         ),
         "topodoc.fabric-check": Doc("topodoc fabric check --json: a fleet compared with a fabric plan.",
                                     CheckResult),
+        **_agent_documents(Report, inputs, AgentEvent),
+    }
+
+
+def _agent_documents(report: type, inputs: Obj, event: type) -> dict[str, Doc]:
+    """What ``topodoc agent`` serves on ``/findings`` and ``/events`` (``topodoc/agent/runner.py``)."""
+    tracked = Obj("AgentTrackedFinding", {
+        "scope": str, "rule": str, "subject": str, "severity": str, "status": str, "first_seen": str,
+        "last_seen": str, "resolved_at": str | None, "message": str})
+    log_finding = Obj("AgentLogFinding", {"rule": str, "severity": str, "subject": str, "message": str})
+    log = Obj("AgentWatchedLog", {
+        "nccl_lines_seen": bool, "transport": str | None, "gdr": bool | None, "kept_bytes": int,
+        "restarts": int, "error": str | None, "findings": list[log_finding]})
+    state = Obj("AgentState", {"cycles": int, "last_cycle": str | None, "cycle_errors": list[str],
+                               "tracked": list[tracked], "logs": dict[str, log]})
+    count = Obj("AgentEventCount", {"kind": str, "code": str, "device": str, "count": int})
+    return {
+        "topodoc.agent-findings": Doc(
+            "topodoc agent /findings: the last cycle's diagnose --json data and the agent's state; "
+            "ready is false (HTTP 503, no findings) until the first cycle has run.",
+            report, {"inputs": inputs, "summary": dict[str, int], "ready": bool, "agent": state},
+        ),
+        "topodoc.agent-events": Doc(
+            "topodoc agent /events: the recent hardware events joined to the topology, and counts.", None,
+            {"events": list[event], "counts": list[count]}, def_extras={event: {"time_iso": str}},
+        ),
     }
 
 

@@ -2,7 +2,8 @@
 
 Threads: the main loop (events in, scheduling, signals), one probe worker (never two probes at once: a
 cycle that comes due while the previous probe still runs is skipped and counted), one thread per event
-source, one log-tail thread, and the HTTP server. State shared with them lives behind one lock and is
+source, one log-tail thread, and the HTTP server (one event-loop thread and two render workers, whatever
+its clients do: :mod:`topodoc.agent.http`). State shared with them lives behind one lock and is
 read through :meth:`Agent.view` — a consistent, immutable :class:`View` the exporters render.
 
 Stopping (:meth:`Agent.stop`, SIGTERM/SIGINT in the command) ends every loop within about a second;
@@ -29,6 +30,9 @@ from topodoc.agent.state import FindingTracker, Tracked
 TICK = 0.25  # the main loop's longest wait, bounds the reaction to stop/reload
 LOG_POLL = 1.0
 MIN_REPROBE_GAP = 1.0  # udev storms re-probe at most once a second
+MIN_INTERVAL = 1.0  # the command and --config refuse shorter intervals (tests build AgentConfig directly)
+EVENTS_FILE_MAX_BYTES = 16 * 2**20  # --events-file is renamed to FILE.1 (the one kept) past this size
+TOKEN_MIN, TOKEN_MAX = 16, 4096  # bearer token length, characters
 FIRST_CYCLE_WAIT = 30.0  # events wait for the first topology at most this long
 KERNEL_EVENTS = 1000  # kernel-log events kept for the kernel rules (the newest)
 
@@ -46,6 +50,9 @@ class AgentConfig:
     live_events: bool = True  # udev + /dev/kmsg (off when replaying a recording)
     cycles: int | None = None  # stop after this many cycles (tests, soak), once the replay has ended
     config_file: str | None = None
+    auth_token_file: str | None = None  # /findings /events /snapshot need this bearer token
+    redact: bool = True  # /snapshot redacted like `record --redact`
+    events_file_max_bytes: int = EVENTS_FILE_MAX_BYTES
 
     @property
     def budget_s(self) -> float:
@@ -84,9 +91,30 @@ def load_config_file(path: str, base: AgentConfig) -> AgentConfig:
         if key not in allowed or not isinstance(value, allowed[key]):
             raise ValueError(f"{path}: unknown key or wrong type: {key!r}")
         changes[key] = tuple(value) if key == "watch_log" else value
-    if changes.get("interval", 1) <= 0:
-        raise ValueError(f"{path}: interval must be > 0")
+    if changes.get("interval", MIN_INTERVAL) < MIN_INTERVAL:
+        raise ValueError(f"{path}: interval must be at least {MIN_INTERVAL:g} s")
+    if changes.get("budget", 1) <= 0:
+        raise ValueError(f"{path}: budget must be > 0")
     return replace(base, **changes)
+
+
+def read_token(path: str) -> str:
+    """The bearer token in ``path`` (surrounding whitespace dropped): 16-4096 printable ASCII characters
+    without spaces, from a regular file; ValueError with a one-line reason otherwise."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the agent
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"--auth-token-file {path}: not a regular file")
+        raw = handle.read(TOKEN_MAX + 2)
+    token = raw.strip().decode("ascii", errors="replace")
+    if len(raw) > TOKEN_MAX + 1 or not TOKEN_MIN <= len(token) <= TOKEN_MAX:
+        raise ValueError(f"--auth-token-file {path}: the token must be {TOKEN_MIN}-{TOKEN_MAX} characters "
+                         "(make one with: openssl rand -hex 32)")
+    if not all(33 <= ord(c) < 127 for c in token):
+        raise ValueError(f"--auth-token-file {path}: the token must be printable ASCII without spaces")
+    return token
 
 
 class Agent:
@@ -94,6 +122,7 @@ class Agent:
         import psutil
 
         self.config = config
+        self.auth_token = read_token(config.auth_token_file) if config.auth_token_file else None
         self.prober = Prober(config.source, config.budget_s)
         self.tracker = FindingTracker()
         self.events = EventLog()
@@ -114,6 +143,7 @@ class Agent:
         self._kernel: deque = deque(maxlen=KERNEL_EVENTS)
         self._kernel_lines = 0
         self._errors: deque[str] = deque(maxlen=50)
+        self._served_snapshot: tuple[object, dict | None] = (None, None)  # (cycle, its /snapshot document)
         self.sources, self.disabled = self._open_sources()
         self.http = None
         self._threads: list[threading.Thread] = []
@@ -391,13 +421,24 @@ class Agent:
             self.report_error("textfile", f"{target}: {err.strerror or err}")
 
     def _write_event(self, event: AgentEvent) -> None:
-        if not self.config.events_file:
+        """Append ``event`` to ``--events-file``; past ``events_file_max_bytes`` the file becomes
+        ``FILE.1`` (replacing the previous one) and a new file starts: at most twice the limit on disk."""
+        path = self.config.events_file
+        if not path:
             return
+        line = (json.dumps(event_data(event)) + "\n").encode("utf-8")
         try:
-            with self._lock, open(self.config.events_file, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(event_data(event)) + "\n")
+            with self._lock:
+                try:
+                    size = os.stat(path).st_size
+                except FileNotFoundError:
+                    size = 0
+                if size and size + len(line) > self.config.events_file_max_bytes:
+                    os.replace(path, f"{path}.1")
+                with open(path, "ab") as handle:
+                    handle.write(line)
         except OSError as err:
-            self.report_error("events-file", f"{self.config.events_file}: {err.strerror or err}")
+            self.report_error("events-file", f"{path}: {err.strerror or err}")
 
     def _apply_reload(self) -> None:
         if not self.config.config_file:
@@ -408,18 +449,32 @@ class Agent:
         except (OSError, ValueError) as err:
             self.report_error("reload", f"kept the previous configuration: {err}")
             return
+        token = self.auth_token
+        if config.auth_token_file:
+            try:
+                token = read_token(config.auth_token_file)  # a rotated Secret applies on SIGHUP
+            except (OSError, ValueError) as err:
+                why = getattr(err, "strerror", None) or err
+                self.report_error("reload", f"kept the previous token: {why}")
         with self._lock:
             if config.watch_log != self.config.watch_log:
                 self.logs = LogWatcher(config.watch_log)
             self.config = config
+            self.auth_token = token
             self.prober.budget_s = config.budget_s
 
     def findings_document(self) -> dict:
+        """``topodoc.agent-findings``: the last cycle's ``diagnose --json`` data plus the agent's state;
+        ``ready`` is false (and the findings empty) until the first cycle has run."""
         from topodoc.report.diagnose import json_data
+        from topodoc.report.document import document
+        from topodoc.rules.engine import Report
 
         view = self.view()
         cycle = view.cycle
-        doc = json_data(cycle.report, cycle.inputs) if cycle else {"inputs": {}, "findings": []}
+        empty = {"hardware": None, "log": None, "nccl-tests": None}
+        doc = json_data(cycle.report, cycle.inputs) if cycle else json_data(Report(), empty)
+        doc["ready"] = cycle is not None
         doc["agent"] = {
             "cycles": view.cycles,
             "last_cycle": _iso(cycle.finished) if cycle else None,
@@ -427,19 +482,33 @@ class Agent:
             "tracked": [_tracked(t) for t in view.tracked],
             "logs": {path: _log_doc(res, view.log_reports.get(path)) for path, res in view.logs.items()},
         }
-        return doc
+        return document("topodoc.agent-findings", doc)
 
     def snapshot_document(self) -> dict | None:
-        """The last cycle's snapshot as ``probe --json`` prints it; None before the first probe."""
+        """The last cycle's snapshot as ``probe --json`` prints it, redacted unless ``redact`` is off
+        (:mod:`topodoc.agent.redacted`), made once per cycle; None before the first probe."""
         from topodoc.codec import to_data
 
-        cycle = self.view().cycle
-        return to_data(cycle.snapshot) if cycle is not None and cycle.snapshot is not None else None
+        cycle = self._cycle
+        if cycle is None or cycle.snapshot is None:
+            return None
+        done_for, doc = self._served_snapshot
+        if done_for is not cycle:
+            from topodoc.agent.redacted import redact_snapshot
+
+            doc = to_data(cycle.snapshot)
+            doc = redact_snapshot(doc) if self.config.redact else doc
+            self._served_snapshot = (cycle, doc)
+        return doc
 
     def events_document(self) -> dict:
+        """``topodoc.agent-events``: the recent events (a bounded ring) and the counts."""
+        from topodoc.report.document import document
+
         counts = [{"kind": k, "code": c, "device": d, "count": n} for (k, c, d), n in
                   sorted(self.events.counts().items())]
-        return {"events": [event_data(e) for e in self.events.recent()], "counts": counts}
+        return document("topodoc.agent-events",
+                        {"events": [event_data(e) for e in self.events.recent()], "counts": counts})
 
     def health_document(self) -> dict:
         view = self.view()

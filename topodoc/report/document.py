@@ -27,6 +27,8 @@ VERSIONS: dict[str, int] = {
     "topodoc.fabric": 1,
     "topodoc.fabric-check": 1,
     "topodoc.estimate-cluster": 1,
+    "topodoc.agent-findings": 1,
+    "topodoc.agent-events": 1,
 }
 
 
