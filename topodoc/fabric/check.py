@@ -332,12 +332,11 @@ def _rail_map(plan: FabricPlan, rails) -> list[CheckFinding]:
             want = rails.majority.get(gpu)
             if want is None or nics == want:
                 continue
-            said = f"{host.host}: GPU{gpu} "
             ev = next(
                 (
-                    tuple(f"{e.file}:{e.line}: {e.text}" for e in f.evidence)
-                    for f in rails.findings
-                    if f.message.startswith(said) and f.evidence
+                    (f"{b.evidence.file}:{b.evidence.line}: {b.evidence.text}",)
+                    for b in rails.breaks
+                    if b.host == host.host and b.gpu == gpu and b.evidence is not None
                 ),
                 (),
             )
@@ -361,7 +360,7 @@ def _rail_map(plan: FabricPlan, rails) -> list[CheckFinding]:
             if isolated
             else "they cross the spines (or cores) instead of staying on one rail"
         )
-        sample = next((f.evidence for f in rails.findings if "different rails" in f.message), ())
+        sample = rails.cross_evidence
         out.append(
             CheckFinding(
                 sev,
