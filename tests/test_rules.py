@@ -32,6 +32,7 @@ from topodoc.rules.engine import (
     rule,
 )
 from topodoc.rules.gpudirect import ACS_BITS, acs_off_commands
+from topodoc.textinputs import TEXT_KINDS, parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "rules"
@@ -55,7 +56,13 @@ def load_case(rule_id: str, case: str) -> Facts:
     kernel = None
     if dmesg_file.exists():
         kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
-    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel)
+    paste_file = folder / f"{case}.paste"  # any other pasted text diagnose FILE... reads (textinputs.TEXT_KINDS)
+    texts = None
+    if paste_file.exists():
+        item = parse_text(str(paste_file), paste_file.read_text())
+        assert item.kind in TEXT_KINDS and item.parsed is not None, (paste_file, item.kind, item.error)
+        texts = ((item.path, item.kind, item.parsed),)
+    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel, texts=texts)
 
 
 def cases(kind: str) -> list[tuple[str, str]]:
@@ -141,7 +148,7 @@ def test_every_rule_is_declared_one_way_with_needs_from_its_parameters():
     assert not re.search(r"\b(snapshot_rule|log_rule|joined_rule|declare)\(", sources)
     assert "needs=" not in sources
     for item in registry.RULES:
-        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel"}, item.id
+        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel", "texts"}, item.id
     with pytest.raises(ValueError, match="parameters must name facts"):
         rule("test-bad", "info", ("t",), title="t", fix="f")(lambda facts: ())
 

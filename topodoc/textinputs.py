@@ -29,6 +29,10 @@ HARDWARE_KINDS = (
     "show-gids",
 )
 LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
+# read into the rules' ``texts`` fact: ((path, kind, parsed), ...); each parser is ``parse`` of its module
+TEXT_KINDS = {
+    "cuda-p2p": "cuda_samples",
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,15 @@ def _nccl_tests(text: str):
     return parse(text)
 
 
+def _module_parse(module: str) -> Callable[[str], Any]:
+    def run(text: str):
+        import importlib
+
+        return importlib.import_module(f"topodoc.parsers.{module}").parse(text)
+
+    return run
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "topodoc-json": _probe_json,
     "nccl-topo-xml": _nccl_topo,
@@ -122,6 +135,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nccl-tests": _nccl_tests,
     "dmesg": _kernel_log,  # kernel events (Xid, AER, DMAR...): the `kernel` fact of the rules
     # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming)
+    **{kind: _module_parse(module) for kind, module in TEXT_KINDS.items()},
 }
 
 
@@ -144,7 +158,7 @@ def _secondary(item: TextInput) -> list[TextInput]:
     for kind in item.also:
         if kind == "nccl-log":
             extra.append(TextInput(item.path, kind, text=item.text, secondary=True))
-        elif kind in HARDWARE_KINDS and kind in PARSERS:
+        elif (kind in HARDWARE_KINDS or kind in TEXT_KINDS) and kind in PARSERS:
             try:
                 parsed = PARSERS[kind](item.text)
             except (ValueError, KeyError, IndexError):

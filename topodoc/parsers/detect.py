@@ -66,6 +66,17 @@ def _probe_json(text: str, _lines: list[str]) -> bool:
     return head.startswith("{") and '"schema"' in text[:HEAD_CHARS] and '"pci"' in text[:HEAD_CHARS]
 
 
+def _looks(module: str) -> Callable[[str, list[str]], bool]:
+    """A kind whose parser module has its own recognizer ``looks_like(lines)`` (imported when first used)."""
+
+    def test(_text: str, lines: list[str]) -> bool:
+        import importlib
+
+        return importlib.import_module(f"topodoc.parsers.{module}").looks_like(lines)
+
+    return test
+
+
 _PCI_ADDR = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 KINDS: tuple[Kind, ...] = (
@@ -165,6 +176,9 @@ KINDS: tuple[Kind, ...] = (
             _has(r"NVRM: Xid\b|\bDMAR: |\bAMD-Vi: |\bAER: "),
         ),
     ),
+    # kinds read into the rules' ``texts`` fact (textinputs.TEXT_KINDS); last, so that they never take a
+    # file from a kind above and are read as a second kind of a file that holds one
+    Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P, bandwidthTest)", _looks("cuda_samples")),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}

@@ -104,6 +104,7 @@ class Facts:
     logs: Any = None
     nccl_tests: Any = None
     kernel: Any = None  # kernel-log events: ((path, topodoc.parsers.kernel_log.KernelEvent), ...)
+    texts: Any = None  # other pastes: ((path, kind, parsed result), ...) (textinputs.TEXT_KINDS)
 
 
 NEEDS = {
@@ -112,6 +113,7 @@ NEEDS = {
     "logs": "an NCCL log (--log FILE)",
     "nccl_tests": "an nccl-tests output (--nccl-tests FILE)",
     "kernel": "a kernel log (dmesg / journalctl -k output given to diagnose FILE...)",
+    "texts": "a pasted text of the kind the rule reads, given to diagnose FILE...",
 }
 
 

@@ -18,6 +18,7 @@ from topodoc.rules import (
     nics,
     numa,
     nvlink,
+    p2ptest,
     pcie,
 )
 from topodoc.rules.engine import Rule
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     *bandwidth.RULES,
     *matrix.RULES,
     *kernel.RULES,
+    *p2ptest.RULES,
 )
 
 
