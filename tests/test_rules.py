@@ -56,7 +56,7 @@ def load_case(rule_id: str, case: str) -> Facts:
     kernel = None
     if dmesg_file.exists():
         kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
-    paste_file = folder / f"{case}.paste"  # any other pasted text diagnose FILE... reads (textinputs.TEXT_KINDS)
+    paste_file = folder / f"{case}.paste"  # another text diagnose FILE... reads (textinputs.TEXT_KINDS)
     texts = None
     if paste_file.exists():
         item = parse_text(str(paste_file), paste_file.read_text())

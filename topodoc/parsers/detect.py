@@ -178,7 +178,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     # kinds read into the rules' ``texts`` fact (textinputs.TEXT_KINDS); last, so that they never take a
     # file from a kind above and are read as a second kind of a file that holds one
-    Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P, bandwidthTest)", _looks("cuda_samples")),
+    Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P)", _looks("cuda_samples")),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}
