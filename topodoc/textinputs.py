@@ -27,11 +27,13 @@ HARDWARE_KINDS = (
     "ibv-devinfo",
     "ibdev2netdev",
     "show-gids",
+    "nvidia-smi",  # the default table: GPU names, bus ids, persistence, MIG (also a TEXT_KINDS kind)
 )
 LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
 # read into the rules' ``texts`` fact: ((path, kind, parsed), ...); each parser is ``parse`` of its module
 TEXT_KINDS = {
     "cuda-p2p": "cuda_samples",
+    "nvidia-smi": "smi_table",
 }
 
 

@@ -223,6 +223,18 @@ def _apply_smi_q(b: _Builder, item: TextInput) -> None:
         )
 
 
+def _apply_smi_table(b: _Builder, item: TextInput) -> None:
+    """The default nvidia-smi table / nvidia-smi -L: GPU names, bus ids, UUIDs, persistence, MIG."""
+    res = item.parsed
+    lines = {g.index: g.line for g in res.listed} | {g.index: g.line for g in res.gpus}
+    for gpu in res.model_gpus():
+        b.gpu(gpu, item.kind, f"{item.path}:{lines.get(gpu.index, 0)}")
+    if res.gpus:
+        b.facts.add("smi")
+    if res.driver_version:
+        b.driver = replace(b.driver, driver_version=res.driver_version)
+
+
 def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
     """A GPU nvidia-smi could not open. "GPU is lost" is NVML's GPU_IS_LOST; other reasons are kept as a
     note. A GPU no other input lists gets the index of its place in PCI bus order among the known GPUs."""
@@ -391,6 +403,7 @@ _APPLY = {
     "ibdev2netdev": _apply_rdma,
     "show-gids": _apply_rdma,
     "smi-topo": _apply_matrix,
+    "nvidia-smi": _apply_smi_table,
 }
 
 

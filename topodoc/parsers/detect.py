@@ -179,6 +179,7 @@ KINDS: tuple[Kind, ...] = (
     # kinds read into the rules' ``texts`` fact (textinputs.TEXT_KINDS); last, so that they never take a
     # file from a kind above and are read as a second kind of a file that holds one
     Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P)", _looks("cuda_samples")),
+    Kind("nvidia-smi", "nvidia-smi (table) / nvidia-smi -L", _looks("smi_table")),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}

@@ -20,6 +20,7 @@ from topodoc.rules import (
     nvlink,
     p2ptest,
     pcie,
+    smitable,
 )
 from topodoc.rules.engine import Rule
 
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     *matrix.RULES,
     *kernel.RULES,
     *p2ptest.RULES,
+    *smitable.RULES,
 )
 
 
