@@ -31,6 +31,18 @@ def test_detected_by_content_not_name(path: Path, tmp_path: Path) -> None:
     assert parse_text(str(renamed), renamed.read_text()).kind == path.parent.name  # directories are kinds
 
 
+@pytest.mark.parametrize(
+    "name", ["traceback-in-nccl-log-ofi-remote-error", "traceback-in-nccl-log-ib-completion"]
+)
+def test_traceback_that_names_the_nccl_version_is_a_log_with_the_traceback_read_too(name: str) -> None:
+    from topodoc.textinputs import read_inputs
+
+    items = read_inputs([str(CASES / f"{name}.txt")])
+    assert items[0].kind == "nccl-log" and "nccl-traceback" in items[0].also
+    trace = next(i for i in items if i.kind == "nccl-traceback" and i.secondary).parsed
+    assert [e.code for e in trace.nccl_errors][:1] == [6] and trace.last_errors
+
+
 def test_prose_is_unknown_not_mislabelled() -> None:
     item = parse_text("x", "Hello, my training job hangs after 10 minutes. Any idea?\nThanks\n")
     assert item.kind == "unknown" and item.parsed is None and "no known marks" in item.error

@@ -34,6 +34,7 @@ LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
 TEXT_KINDS = {
     "cuda-p2p": "cuda_samples",
     "nvidia-smi": "smi_table",
+    "nccl-traceback": "pytrace",
 }
 
 

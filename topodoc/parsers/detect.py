@@ -180,6 +180,7 @@ KINDS: tuple[Kind, ...] = (
     # file from a kind above and are read as a second kind of a file that holds one
     Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P)", _looks("cuda_samples")),
     Kind("nvidia-smi", "nvidia-smi (table) / nvidia-smi -L", _looks("smi_table")),
+    Kind("nccl-traceback", "Python traceback with an NCCL error", _looks("pytrace")),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}

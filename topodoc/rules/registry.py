@@ -21,6 +21,7 @@ from topodoc.rules import (
     p2ptest,
     pcie,
     smitable,
+    traceback,
 )
 from topodoc.rules.engine import Rule
 
@@ -38,6 +39,7 @@ RULES: tuple[Rule, ...] = (
     *kernel.RULES,
     *p2ptest.RULES,
     *smitable.RULES,
+    *traceback.RULES,
 )
 
 
