@@ -35,6 +35,7 @@ TEXT_KINDS = {
     "cuda-p2p": "cuda_samples",
     "nvidia-smi": "smi_table",
     "nccl-traceback": "pytrace",
+    "nccl-env": "envlist",
 }
 
 

@@ -15,6 +15,7 @@ from topodoc.rules import (
     loginfer,
     matrix,
     nccl,
+    ncclenv,
     nics,
     numa,
     nvlink,
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     *p2ptest.RULES,
     *smitable.RULES,
     *traceback.RULES,
+    *ncclenv.RULES,
 )
 
 
