@@ -114,6 +114,7 @@ def _settings(line: str, number: int) -> list[Setting]:
 
 
 def _unquote(value: str) -> str:
+    """Quotes removed; an unquoted value loses the sentence punctuation after it (``...=1.`` in prose)."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
-    return value
+    return value.rstrip(".,;:)")

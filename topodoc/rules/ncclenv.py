@@ -123,6 +123,13 @@ def _risk(name: str, value: str) -> tuple[str, Severity] | None:
     return None
 
 
+_FEATURE = {  # the names of topodoc.parsers.nccl_log's "disables" (what the log says a setting turns off)
+    "NCCL_P2P_DISABLE": "P2P", "NCCL_P2P_LEVEL": "P2P", "NCCL_SHM_DISABLE": "SHM",
+    "NCCL_IB_DISABLE": "IB/RoCE verbs transport", "NCCL_NET_GDR_LEVEL": "GPUDirect RDMA",
+    "NCCL_NET_GDR_READ": "GPUDirect RDMA reads",
+}
+
+
 def settings(texts) -> list[tuple[str, object]]:
     return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
@@ -133,11 +140,13 @@ def settings(texts) -> list[tuple[str, object]]:
     fix="remove the setting unless it works around a known problem on this cluster, and fix that problem",
 )
 def nccl_env_risky_setting(texts, logs=None) -> Iterator[Hit]:
-    in_log = {s.name for s in getattr(logs, "env", ()) if getattr(s, "disables", None)} if logs else set()
+    # what the NCCL log of the run already says is off is nccl-env-disables-feature's (P2P_DISABLE=1 is
+    # logged as NCCL_P2P_LEVEL set to LOC: one feature, two names)
+    off = {s.disables for s in getattr(logs, "env", ()) if getattr(s, "disables", None)} if logs else set()
     for path, found in settings(texts):
         for name, setting in found.last().items():
             risk = _risk(name, setting.value)
-            if risk is None or name in in_log:  # the log rule nccl-env-disables-feature reports those
+            if risk is None or _FEATURE.get(name) in off:
                 continue
             text, severity = risk
             yield Hit(

@@ -3,7 +3,7 @@ Ray, cupy, JAX) given to ``diagnose FILE...``.
 
 The ``texts`` fact holds ``(path, kind, parsed)``; this rule reads kind ``nccl-traceback``
 (:mod:`topodoc.parsers.pytrace`), by attribute. When the same file was also read as an NCCL log, the
-errors the log analyzer already reported (same file and line) are left to its rules.
+file is left to the log rules when the analyzer found errors in it.
 """
 
 from __future__ import annotations
@@ -56,12 +56,15 @@ def traces(texts) -> list[tuple[str, object]]:
     fix="read the NCCL result code's usual causes below, and run what settles which one it is",
 )
 def nccl_error_in_traceback(texts, logs=None) -> Iterator[Hit]:
-    seen = {(e.file, e.line) for e in getattr(logs, "errors", ())} if logs is not None else set()
+    # a file also read as an NCCL log whose analyzer found errors in it is the log rules' (the analyzer reads
+    # PyTorch's wrappers and Last error lines too); this rule speaks for the files it alone read
+    analyzed = {e.file for e in getattr(logs, "errors", ())} if logs is not None else set()
     for path, trace in traces(texts):
+        if path in analyzed:
+            continue
         groups: dict[int | None, list] = {}
         for error in trace.nccl_errors:
-            if (path, error.line) not in seen:
-                groups.setdefault(error.code, []).append(error)
+            groups.setdefault(error.code, []).append(error)
         for code, errors in groups.items():
             first = errors[0]
             meaning, settle = MEANING.get(code, ("NCCL returned an error the line does not name", "the job "
