@@ -36,6 +36,7 @@ TEXT_KINDS = {
     "nvidia-smi": "smi_table",
     "nccl-traceback": "pytrace",
     "nccl-env": "envlist",
+    "fabric-manager": "fabricmanager",
 }
 
 

@@ -181,6 +181,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P)", _looks("cuda_samples")),
     Kind("nvidia-smi", "nvidia-smi (table) / nvidia-smi -L", _looks("smi_table")),
     Kind("nccl-traceback", "Python traceback with an NCCL error", _looks("pytrace")),
+    Kind("fabric-manager", "Fabric Manager (log, journalctl, systemctl status)", _looks("fabricmanager")),
     Kind("nccl-env", "NCCL / libfabric / UCX settings (env, export, launcher flags)", _looks("envlist")),
 )
 

@@ -9,6 +9,7 @@ import difflib
 
 from topodoc.rules import (
     bandwidth,
+    fabric,
     gpudirect,
     joined,
     kernel,
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     *smitable.RULES,
     *traceback.RULES,
     *ncclenv.RULES,
+    *fabric.RULES,
 )
 
 
