@@ -32,7 +32,7 @@ from topodoc.rules.engine import (
     rule,
 )
 from topodoc.rules.gpudirect import ACS_BITS, acs_off_commands
-from topodoc.textinputs import PARSERS, TEXT_KINDS, parse_text
+from topodoc.textinputs import FACT_KINDS, PARSERS, parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "rules"
@@ -56,13 +56,13 @@ def load_case(rule_id: str, case: str) -> Facts:
     kernel = None
     if dmesg_file.exists():
         kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
-    paste_file = folder / f"{case}.paste"  # another text diagnose FILE... reads (textinputs.TEXT_KINDS)
+    paste_file = folder / f"{case}.paste"  # a text diagnose FILE... reads (textinputs.FACT_KINDS)
     texts = None
     if paste_file.exists():  # read as diagnose FILE... does: every kind found, an NCCL log analyzed
         item = parse_text(str(paste_file), paste_file.read_text())
         found = [(item.kind, item.parsed)]
-        found += [(k, PARSERS[k](item.text)) for k in item.also if k in TEXT_KINDS]
-        texts = tuple((item.path, k, p) for k, p in found if k in TEXT_KINDS and p is not None)
+        found += [(k, PARSERS[k](item.text)) for k in item.also if k in FACT_KINDS]
+        texts = tuple((item.path, k, p) for k, p in found if k in FACT_KINDS and p is not None)
         assert texts, (paste_file, item.kind, item.error)
         if logs is None and "nccl-log" in (item.kind, *item.also):
             logs = analyze([str(paste_file)], catalogue.scan_literals())

@@ -37,7 +37,10 @@ TEXT_KINDS = {
     "nccl-traceback": "pytrace",
     "nccl-env": "envlist",
     "fabric-manager": "fabricmanager",
+    "setpci": "setpci",
 }
+# every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
+FACT_KINDS = (*TEXT_KINDS, "lspci")
 
 
 @dataclass(frozen=True)

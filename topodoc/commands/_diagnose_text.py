@@ -22,7 +22,7 @@ from topodoc.parsers.detect import title
 def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str) -> None:
     from topodoc.rules.engine import Facts, Severity, Skipped, at_or_above, evaluate
     from topodoc.rules.registry import RULES
-    from topodoc.textinputs import HARDWARE_KINDS, TEXT_KINDS, InputError, read_inputs
+    from topodoc.textinputs import FACT_KINDS, HARDWARE_KINDS, InputError, read_inputs
     from topodoc.textmachine import build, cite, rules_to_skip
 
     if list(files).count("-") > 1:
@@ -50,7 +50,7 @@ def diagnose_files(files, source, logs, nccl_tests, as_json: bool, fail_on: str)
     rules = list(RULES)
     skip = rules_to_skip(machine, [r.id for r in rules]) if machine and not source else {}
     kernel = tuple((i.path, e) for i in inputs if i.kind == "dmesg" and i.parsed for e in i.parsed)
-    texts = tuple((i.path, i.kind, i.parsed) for i in inputs if i.kind in TEXT_KINDS and i.parsed is not None)
+    texts = tuple((i.path, i.kind, i.parsed) for i in inputs if i.kind in FACT_KINDS and i.parsed is not None)
     facts = Facts(snapshot, topology, analysis, comparisons, kernel or None, texts or None)
     report = evaluate(facts, [r for r in rules if r.id not in skip])
     report = dataclasses.replace(

@@ -182,6 +182,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("nvidia-smi", "nvidia-smi (table) / nvidia-smi -L", _looks("smi_table")),
     Kind("nccl-traceback", "Python traceback with an NCCL error", _looks("pytrace")),
     Kind("fabric-manager", "Fabric Manager (log, journalctl, systemctl status)", _looks("fabricmanager")),
+    Kind("setpci", "setpci (ACS Control reads/writes)", _looks("setpci")),
     Kind("nccl-env", "NCCL / libfabric / UCX settings (env, export, launcher flags)", _looks("envlist")),
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 
 from topodoc.rules import (
+    acs,
     bandwidth,
     fabric,
     gpudirect,
@@ -44,6 +45,7 @@ RULES: tuple[Rule, ...] = (
     *traceback.RULES,
     *ncclenv.RULES,
     *fabric.RULES,
+    *acs.RULES,
 )
 
 
