@@ -38,6 +38,8 @@ TEXT_KINDS = {
     "nccl-env": "envlist",
     "fabric-manager": "fabricmanager",
     "setpci": "setpci",
+    "ulimit": "ulimit",
+    "lsmod": "lsmod",
 }
 # every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
 FACT_KINDS = (*TEXT_KINDS, "lspci")

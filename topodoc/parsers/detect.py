@@ -183,6 +183,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("nccl-traceback", "Python traceback with an NCCL error", _looks("pytrace")),
     Kind("fabric-manager", "Fabric Manager (log, journalctl, systemctl status)", _looks("fabricmanager")),
     Kind("setpci", "setpci (ACS Control reads/writes)", _looks("setpci")),
+    Kind("ulimit", "ulimit -a", _looks("ulimit")),
+    Kind("lsmod", "lsmod", _looks("lsmod")),
     Kind("nccl-env", "NCCL / libfabric / UCX settings (env, export, launcher flags)", _looks("envlist")),
 )
 

@@ -12,6 +12,7 @@ from topodoc.rules import (
     bandwidth,
     fabric,
     gpudirect,
+    hostlimits,
     joined,
     kernel,
     loginfer,
@@ -46,6 +47,7 @@ RULES: tuple[Rule, ...] = (
     *ncclenv.RULES,
     *fabric.RULES,
     *acs.RULES,
+    *hostlimits.RULES,
 )
 
 
