@@ -373,3 +373,29 @@ def test_nccl_log_on_stdin() -> None:
     result = run_cli("diagnose", "--json", "--fail-on", "critical", "-", input=log)
     data = json.loads(result.stdout)
     assert data["inputs"]["files"][0]["kind"] == "nccl-log" and "nccl-gdr-asymmetric" in _rules(data)
+
+
+def test_export_spells_nic_guids_the_way_nccls_dumps_do(tmp_path: Path) -> None:
+    """NCCL dumps a GUID with "0x%lx" and reads it back with strtoull(str, NULL, 16) (src/graph/topo.cc):
+    the written <net> carries the real dump's exact guid (NVIDIA/nccl-tests#256) and no attribute the dump
+    lacks, and every NIC of the DGX A100 example gets its own value once read the way NCCL reads it."""
+    import xml.etree.ElementTree as ET
+
+    from topodoc.parsers.nccl_topo_xml import parse, write
+    from topodoc.probe.source import load_snapshot
+
+    real_text = (ROOT / "fixtures/text/nccl-topo-xml/h200-vm-dump-cut.xml").read_text()
+    whole = real_text.rsplit('    <pci busid="0000:27', 1)[0] + "  </cpu>\n</system>"
+    (real_net,) = ET.fromstring(whole).iter("net")
+    snapshot = parse(real_text)
+    assert snapshot.nics[0].node_guid == "58a2:e103:0000:0011"  # the sysfs / ibstat spelling
+    (written,) = ET.fromstring(write(snapshot)).iter("net")
+    assert written.get("guid") == real_net.get("guid") and set(written.attrib) <= set(real_net.attrib)
+
+    out = tmp_path / "topo.xml"
+    assert run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "-o", str(out)).returncode == 0
+    guids = [n.get("guid") for n in ET.parse(out).iter("net")]
+    assert len(guids) >= 2 and all(g and g.startswith("0x") and ":" not in g for g in guids)
+    assert len({int(g, 16) for g in guids}) == len(guids)  # strtoull keeps the whole value: no collapse
+    before = {n.node_guid for n in load_snapshot("example:dgx-a100").nics if n.node_guid and n.kind == "ib"}
+    assert {n.node_guid for n in parse(out.read_text()).nics} == before  # read back to the sysfs spelling
