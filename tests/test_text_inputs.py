@@ -399,3 +399,12 @@ def test_export_spells_nic_guids_the_way_nccls_dumps_do(tmp_path: Path) -> None:
     assert len({int(g, 16) for g in guids}) == len(guids)  # strtoull keeps the whole value: no collapse
     before = {n.node_guid for n in load_snapshot("example:dgx-a100").nics if n.node_guid and n.kind == "ib"}
     assert {n.node_guid for n in parse(out.read_text()).nics} == before  # read back to the sysfs spelling
+
+
+def test_nccl_1x_test_output_is_named_not_unrecognized() -> None:
+    """No NCCL 1.x paste was found in public threads: the lines are built from the test's own printf formats
+    (NVIDIA/nccl test/single/all_reduce_test.cu at v1.3.4-1, lines 252-294)."""
+    text = (ROOT / "fixtures/text/cases/nccl1-all-reduce-test-from-printf.txt").read_text()
+    item = parse_text("x", text)
+    assert item.kind == "nccl1-tests" and item.parsed.rows == 1 and len(item.parsed.devices) == 2
+    assert any("NCCL 1.x test output, not supported" in d for d in item.damaged)

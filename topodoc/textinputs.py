@@ -40,6 +40,7 @@ TEXT_KINDS = {
     "setpci": "setpci",
     "ulimit": "ulimit",
     "lsmod": "lsmod",
+    "nccl1-tests": "nccl1_tests",
 }
 # every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
 FACT_KINDS = (*TEXT_KINDS, "lspci")
