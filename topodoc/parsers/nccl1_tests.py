@@ -1,4 +1,4 @@
-"""The test programs of NCCL 1.x (``test/single/*_test`` and ``test/mpi`` of NVIDIA/nccl v1.2-v1.3.4, 2016-2017),
+"""The test programs of NCCL 1.x (``test/single/*_test``, ``test/mpi`` of NVIDIA/nccl v1.2-v1.3.4, 2016-17),
 recognized so that they are named as what they are: NCCL 1.x, which topodoc does not read (nccl-tests for NCCL
 2 replaced them).
 
