@@ -27,6 +27,7 @@ HARDWARE_KINDS = (
     "ibv-devinfo",
     "ibdev2netdev",
     "show-gids",
+    "rdma-link",  # rdma link show: port states, like ibstat
     "nvidia-smi",  # the default table: GPU names, bus ids, persistence, MIG (also a TEXT_KINDS kind)
 )
 LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
@@ -146,6 +147,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nccl-tests": _nccl_tests,
     "dmesg": _kernel_log,  # kernel events (Xid, AER, DMAR...): the `kernel` fact of the rules
     # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming)
+    "rdma-link": _module_parse("rdma_link"),
     **{kind: _module_parse(module) for kind, module in TEXT_KINDS.items()},
 }
 

@@ -404,6 +404,7 @@ _APPLY = {
     "show-gids": _apply_rdma,
     "smi-topo": _apply_matrix,
     "nvidia-smi": _apply_smi_table,
+    "rdma-link": _apply_rdma,
 }
 
 
