@@ -42,6 +42,7 @@ TEXT_KINDS = {
     "ulimit": "ulimit",
     "lsmod": "lsmod",
     "nccl1-tests": "nccl1_tests",
+    "kernel-cmdline": "cmdline",
 }
 # every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
 FACT_KINDS = (*TEXT_KINDS, "lspci")
