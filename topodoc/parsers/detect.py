@@ -210,8 +210,10 @@ def _unknown_reason(head: str) -> str:
     if not head.strip():
         return "the input is empty"
     return (
-        "no known marks (nvidia-smi topo -m/-q/nvlink, NCCL log, nccl-tests, lspci, ibstat, ibv_devinfo, "
-        "ibdev2netdev, show_gids, dmesg, hwloc or NCCL XML, topodoc probe --json)"
+        "no known marks (nvidia-smi topo -m/-q/nvlink, nvidia-smi table or -L, NCCL log, nccl-tests, a "
+        "traceback with an NCCL error, lspci, setpci, ibstat, ibv_devinfo, ibdev2netdev, show_gids, rdma "
+        "link, dmesg, Fabric Manager, p2pBandwidthLatencyTest/simpleP2P, NCCL_* settings, ulimit, lsmod, "
+        "kernel command line, hwloc or NCCL XML, topodoc probe --json)"
     )
 
 
