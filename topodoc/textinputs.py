@@ -43,6 +43,7 @@ TEXT_KINDS = {
     "lsmod": "lsmod",
     "nccl1-tests": "nccl1_tests",
     "kernel-cmdline": "cmdline",
+    "ibv-devices": "ibv_devices",
 }
 # every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
 FACT_KINDS = (*TEXT_KINDS, "lspci")

@@ -186,6 +186,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("ulimit", "ulimit -a", _looks("ulimit")),
     Kind("lsmod", "lsmod", _looks("lsmod")),
     Kind("rdma-link", "rdma link", _looks("rdma_link")),
+    Kind("ibv-devices", "ibv_devices", _looks("ibv_devices")),
     Kind("kernel-cmdline", "kernel command line (/proc/cmdline, GRUB_CMDLINE_LINUX)", _looks("cmdline")),
     Kind("nccl1-tests", "NCCL 1.x test output (not supported)", _looks("nccl1_tests")),
     Kind("nccl-env", "NCCL / libfabric / UCX settings (env, export, launcher flags)", _looks("envlist")),

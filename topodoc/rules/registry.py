@@ -24,6 +24,7 @@ from topodoc.rules import (
     nvlink,
     p2ptest,
     pcie,
+    rdmadevices,
     smitable,
     traceback,
 )
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     *fabric.RULES,
     *acs.RULES,
     *hostlimits.RULES,
+    *rdmadevices.RULES,
 )
 
 
