@@ -44,7 +44,7 @@ class KernelCmdline:
 
 
 IOMMU_PARAMS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
-_PROC = re.compile(r"^(?:\S*[#$] )?(?P<cmd>BOOT_IMAGE=\S{1,400}.{0,4000}|(?:\S+=\S+ ){2,}.{0,4000})$")
+_PROC = re.compile(r"^(?:\S{0,80}[#$] )?(?P<cmd>BOOT_IMAGE=\S{1,400}.{0,4000})$")
 _GRUB = re.compile(
     r"^\s*(?:#\s*)?GRUB_CMDLINE_LINUX(?:_DEFAULT)?=(?P<cmd>\".{0,4000}\"|'.{0,4000}'|\S{0,4000})\s*$"
 )

@@ -51,7 +51,7 @@ _FORMS = (
     ("env", re.compile(r"^\s*" + _NAME + r"=" + _VALUE + r"\s*(?:#.*)?$")),
     ("yaml", re.compile(r"^\s*" + _NAME + r":\s+" + _VALUE + r"\s*$")),
 )
-_YAML_NAME = re.compile(r"^\s*-?\s*name:\s*[\"']?" + _NAME + r"[\"']?\s*$")
+_YAML_NAME = re.compile(r"^\s*(?:-\s*)?name:\s*[\"']?" + _NAME + r"[\"']?\s*$")
 _YAML_VALUE = re.compile(r"^\s*value:\s*" + _VALUE + r"\s*$")
 # several settings on one command line: "NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun ..."
 _INLINE = re.compile(r"(?:^|\s)" + _NAME + r"=" + _VALUE)
