@@ -408,3 +408,28 @@ def test_nccl_1x_test_output_is_named_not_unrecognized() -> None:
     item = parse_text("x", text)
     assert item.kind == "nccl1-tests" and item.parsed.rows == 1 and len(item.parsed.devices) == 2
     assert any("NCCL 1.x test output, not supported" in d for d in item.damaged)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["cuda_samples", "smi_table", "pytrace", "envlist", "fabricmanager", "setpci", "ulimit", "lsmod",
+     "nccl1_tests", "rdma_link", "cmdline", "ibv_devices"],
+)
+def test_pasted_text_parsers_stay_linear_on_hostile_lines(module: str) -> None:
+    """200 lines of 4,000 characters (the cap diagnose puts on a line) after each kind's own prefixes:
+    every recognizer and parser finishes in well under the bound (they take ~0.03 s; a quadratic pattern
+    such as ``\\s*-?\\s*`` on a blank line took 1.2 s for 20 lines before it was fixed)."""
+    import importlib
+    import time
+
+    mod = importlib.import_module(f"topodoc.parsers.{module}")
+    prefixes = ["", "|", "[rank0]: ", "export NCCL_A=", "link a/1 ", "Device: 0, ", "setpci -s "]
+    fills = [" " * 3990, "\t" * 3990, "a " * 1995, "x=" * 1995, "0." * 1995, "-" * 3990]
+    text = "\n".join(p + f + "!" for p in prefixes for f in fills for _ in range(5))
+    start = time.perf_counter()
+    mod.looks_like(text.split("\n"))
+    try:
+        mod.parse(text)
+    except ValueError:
+        pass
+    assert time.perf_counter() - start < 5.0

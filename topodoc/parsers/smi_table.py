@@ -143,7 +143,7 @@ _FAILURES = (
     (re.compile(r"\bGPU is lost\b|Unable to determine the device handle"), "gpu_lost"),
 )
 _KNOWN = re.compile(
-    r"^\|\s*(?:Fan\s+Temp|Processes:|GPU\s+(?:GI|PID)|ID\s+ID|MIG devices:|GPU\s+GI\s+CI|\s*ID\s+ID\s+Dev)"
+    r"^\|\s*(?:Fan\s+Temp|Processes:|GPU\s+(?:GI|PID)|ID\s+ID|MIG devices:|GPU\s+GI\s+CI)"
     r"|^\|\s+No running processes found|^\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$|MIG M\.\s*\|\s*$"
     r"|(?:^|[$#] )nvidia-smi(?: -L)?\s*$"
 )
