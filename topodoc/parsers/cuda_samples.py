@@ -12,7 +12,7 @@ Schema (:class:`CudaSampleRun`, every element with its 1-based ``line``):
   (P2P Writes) Matrix (GB/s)``, ``P2P=Disabled Latency Matrix (us)``...): measure, P2P on/off, direction,
   mode, and rows of numbers (latency matrices hold a ``GPU`` and a ``CPU`` table);
 - ``copies``: simpleP2P's ``cudaMemcpyPeer / cudaMemcpy between GPU0 and GPU1: 25.06GB/s``;
-- ``transfers``: bandwidthTest's (direction, memory, size, GB/s) rows;
+- ``transfers``: bandwidthTest's (direction, memory, size, GB/s) rows (older samples print MB/s: converted);
 - ``problems``: verification errors (wrong data), CUDA errors, ``Test failed``, a waived test;
 - ``finished``: the program's closing line was printed (the NOTE line, ``Test passed``/``failed``,
   ``Result = PASS``/``FAIL``); when not, ``stopped_after`` names the last step printed (a hang there,
@@ -116,7 +116,7 @@ class CudaSampleRun:
 _BANNERS = (
     (re.compile(r"\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]"), "p2pBandwidthLatencyTest"),
     (re.compile(r"\[\S*simpleP2P\] - Starting"), "simpleP2P"),
-    (re.compile(r"\[CUDA Bandwidth Test\] - Starting"), "bandwidthTest"),
+    (re.compile(r"\[?CUDA Bandwidth Test\] - Starting"), "bandwidthTest"),
 )
 _DEVICE = re.compile(
     r"^Device: (\d{1,3}), (.{1,120}?), pciBusID: ([0-9a-fA-F]{1,2}), pciDeviceID: ([0-9a-fA-F]{1,2}), "
@@ -139,6 +139,7 @@ _COPY = re.compile(
 )
 _BW_DIR = re.compile(r"^\s*(Host to Device|Device to Host|Device to Device) Bandwidth")
 _BW_MEM = re.compile(r"^\s*(PINNED|PAGEABLE) Memory Transfers")
+_BW_UNIT = re.compile(r"^\s*Transfer Size \(Bytes\)\s+Bandwidth\((?P<unit>[GM]B/s)\)")
 _BW_ROW = re.compile(r"^\s*(\d{1,14})\s+([\d.]{1,12})\s*$")
 _WRONG = re.compile(r"Verification error @ element")
 _CUDA_ERR = re.compile(r"\bcuda(?:Error\w*|\s+error|\s+failure)\b|\bCUDA error\b|code=\d+\(cuda\w+\)", re.I)
@@ -200,6 +201,7 @@ class _State:
         self.table = "D\\D"
         self.bw_dir: str | None = None
         self.bw_mem: str | None = None
+        self.bw_scale = 1.0
         self.finished = False
         self.last_step: str | None = None
         self.last_line = 0
@@ -315,11 +317,15 @@ class _State:
         if m and self.bw_dir:
             self.bw_mem = m[1]
             return True
+        m = _BW_UNIT.match(line)
+        if m:
+            self.bw_scale = 0.001 if m["unit"] == "MB/s" else 1.0  # older samples print MB/s
+            return True
         m = _BW_ROW.match(line)
         if m and self.bw_dir:
             self.transfers.append(
-                Transfer(direction=self.bw_dir, memory=self.bw_mem, size_bytes=int(m[1]), gbps=float(m[2]),
-                         line=number)
+                Transfer(direction=self.bw_dir, memory=self.bw_mem, size_bytes=int(m[1]),
+                         gbps=round(float(m[2]) * self.bw_scale, 4), line=number)
             )
             return True
         return False
