@@ -58,6 +58,15 @@ def cuda_p2p_test_failed(texts) -> Iterator[Hit]:
                 message=f"a CUDA error in the peer-to-peer test ({path}:{errors[0].line}: {errors[0].text})",
                 evidence=tuple(_at(path, p.line, p.text) for p in errors[:2]),
             )
+        failed = [p for p in run.problems if p.kind == "failed"]
+        if failed and not wrong and not errors:
+            yield Hit(
+                subject="peer copies",
+                message=f"the test reported failure ({path}:{failed[0].line}: {failed[0].text}) without a "
+                f"verification or CUDA error line in the paste: the lines above it say why. {SETTLE}",
+                evidence=(_at(path, failed[0].line, failed[0].text),),
+                confidence=0.7,
+            )
         stop = _stopped(run)
         if stop is not None:
             line, what = stop
@@ -135,4 +144,33 @@ def _uni(run, p2p: bool):
     return None
 
 
-RULES: tuple[Rule, ...] = (cuda_p2p_test_failed, cuda_p2p_slower_than_staged)
+@rule(
+    "cuda-p2p-access-denied", "info", ("p2p", "pcie", "cuda-samples"),
+    title="CUDA reports no peer access between some GPU pairs",
+    fix="nothing to fix when the platform does not carry P2P between those GPUs (NCCL then uses shared "
+    "memory); if it should, check the path (`nvidia-smi topo -m`, `nvidia-smi topo -p2p r`) and ACS/IOMMU",
+)
+def cuda_p2p_access_denied(texts) -> Iterator[Hit]:
+    for path, run in runs(texts):
+        denied = [a for a in run.peer_access if not a.allowed]
+        waived = [p for p in run.problems if p.kind == "waived"]
+        if not denied and not waived:
+            continue
+        pairs = sorted({tuple(sorted((a.src, a.dst))) for a in denied})
+        shown = ", ".join(f"GPU{a}-GPU{b}" for a, b in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
+        total = len({tuple(sorted((a.src, a.dst))) for a in run.peer_access})
+        what = (f"no peer access for {len(pairs)} of {total} GPU pairs ({shown})" if pairs
+                else "the test was waived: no GPU pair has peer access")
+        first = denied[0] if denied else waived[0]
+        yield Hit(
+            subject="peer access",
+            message=f"CUDA reports {what}: between those GPUs the driver does not allow P2P (the platform or "
+            "the PCIe path does not carry it, or the GPU model/driver does not enable it), so NCCL moves "
+            "their traffic through host memory (SHM). This is a fact of the machine, not a failure; it "
+            "matters when those pairs were expected to use P2P",
+            evidence=(_at(path, first.line, getattr(first, "text", None) or
+                          f"Device={first.src} CANNOT Access Peer Device={first.dst}"),),
+        )
+
+
+RULES: tuple[Rule, ...] = (cuda_p2p_test_failed, cuda_p2p_slower_than_staged, cuda_p2p_access_denied)
