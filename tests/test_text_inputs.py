@@ -389,8 +389,11 @@ def test_export_spells_nic_guids_the_way_nccls_dumps_do(tmp_path: Path) -> None:
     (real_net,) = ET.fromstring(whole).iter("net")
     snapshot = parse(real_text)
     assert snapshot.nics[0].node_guid == "58a2:e103:0000:0011"  # the sysfs / ibstat spelling
-    (written,) = ET.fromstring(write(snapshot)).iter("net")
+    exported = ET.fromstring(write(snapshot))
+    (written,) = exported.iter("net")
     assert written.get("guid") == real_net.get("guid") and set(written.attrib) <= set(real_net.attrib)
+    real_pci = {e.get("busid"): e.attrib for e in ET.fromstring(whole).iter("pci")}
+    assert {e.get("busid"): e.attrib for e in exported.iter("pci")} == real_pci  # every attribute, same spelling
 
     out = tmp_path / "topo.xml"
     assert run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "-o", str(out)).returncode == 0
