@@ -393,7 +393,8 @@ def test_export_spells_nic_guids_the_way_nccls_dumps_do(tmp_path: Path) -> None:
     (written,) = exported.iter("net")
     assert written.get("guid") == real_net.get("guid") and set(written.attrib) <= set(real_net.attrib)
     real_pci = {e.get("busid"): e.attrib for e in ET.fromstring(whole).iter("pci")}
-    assert {e.get("busid"): e.attrib for e in exported.iter("pci")} == real_pci  # same attributes, spelt alike
+    # the same attributes, spelt alike
+    assert {e.get("busid"): e.attrib for e in exported.iter("pci")} == real_pci
 
     out = tmp_path / "topo.xml"
     assert run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "-o", str(out)).returncode == 0
