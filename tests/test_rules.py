@@ -32,6 +32,7 @@ from topodoc.rules.engine import (
     rule,
 )
 from topodoc.rules.gpudirect import ACS_BITS, acs_off_commands
+from topodoc.textinputs import FACT_KINDS, PARSERS, parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "rules"
@@ -55,7 +56,17 @@ def load_case(rule_id: str, case: str) -> Facts:
     kernel = None
     if dmesg_file.exists():
         kernel = tuple((str(dmesg_file), e) for e in kernel_log.parse(dmesg_file.read_text()))
-    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel)
+    paste_file = folder / f"{case}.paste"  # a text diagnose FILE... reads (textinputs.FACT_KINDS)
+    texts = None
+    if paste_file.exists():  # read as diagnose FILE... does: every kind found, an NCCL log analyzed
+        item = parse_text(str(paste_file), paste_file.read_text())
+        found = [(item.kind, item.parsed)]
+        found += [(k, PARSERS[k](item.text)) for k in item.also if k in FACT_KINDS]
+        texts = tuple((item.path, k, p) for k, p in found if k in FACT_KINDS and p is not None)
+        assert texts, (paste_file, item.kind, item.error)
+        if logs is None and "nccl-log" in (item.kind, *item.also):
+            logs = analyze([str(paste_file)], catalogue.scan_literals())
+    return Facts(snapshot=snapshot, logs=logs, nccl_tests=runs, kernel=kernel, texts=texts)
 
 
 def cases(kind: str) -> list[tuple[str, str]]:
@@ -141,7 +152,7 @@ def test_every_rule_is_declared_one_way_with_needs_from_its_parameters():
     assert not re.search(r"\b(snapshot_rule|log_rule|joined_rule|declare)\(", sources)
     assert "needs=" not in sources
     for item in registry.RULES:
-        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel"}, item.id
+        assert set(item.needs) <= {"snapshot", "topology", "logs", "nccl_tests", "kernel", "texts"}, item.id
     with pytest.raises(ValueError, match="parameters must name facts"):
         rule("test-bad", "info", ("t",), title="t", fix="f")(lambda facts: ())
 

@@ -31,6 +31,18 @@ def test_detected_by_content_not_name(path: Path, tmp_path: Path) -> None:
     assert parse_text(str(renamed), renamed.read_text()).kind == path.parent.name  # directories are kinds
 
 
+@pytest.mark.parametrize(
+    "name", ["traceback-in-nccl-log-ofi-remote-error", "traceback-in-nccl-log-ib-completion"]
+)
+def test_traceback_that_names_the_nccl_version_is_a_log_with_the_traceback_read_too(name: str) -> None:
+    from topodoc.textinputs import read_inputs
+
+    items = read_inputs([str(CASES / f"{name}.txt")])
+    assert items[0].kind == "nccl-log" and "nccl-traceback" in items[0].also
+    trace = next(i for i in items if i.kind == "nccl-traceback" and i.secondary).parsed
+    assert [e.code for e in trace.nccl_errors][:1] == [6] and trace.last_errors
+
+
 def test_prose_is_unknown_not_mislabelled() -> None:
     item = parse_text("x", "Hello, my training job hangs after 10 minutes. Any idea?\nThanks\n")
     assert item.kind == "unknown" and item.parsed is None and "no known marks" in item.error
@@ -372,3 +384,66 @@ def test_nccl_log_on_stdin() -> None:
     result = run_cli("diagnose", "--json", "--fail-on", "critical", "-", input=log)
     data = json.loads(result.stdout)
     assert data["inputs"]["files"][0]["kind"] == "nccl-log" and "nccl-gdr-asymmetric" in _rules(data)
+
+
+def test_export_spells_nic_guids_the_way_nccls_dumps_do(tmp_path: Path) -> None:
+    """NCCL dumps a GUID with "0x%lx" and reads it back with strtoull(str, NULL, 16) (src/graph/topo.cc):
+    the written <net> carries the real dump's exact guid (NVIDIA/nccl-tests#256) and no attribute the dump
+    lacks, and every NIC of the DGX A100 example gets its own value once read the way NCCL reads it."""
+    import xml.etree.ElementTree as ET
+
+    from topodoc.parsers.nccl_topo_xml import parse, write
+    from topodoc.probe.source import load_snapshot
+
+    real_text = (ROOT / "fixtures/text/nccl-topo-xml/h200-vm-dump-cut.xml").read_text()
+    whole = real_text.rsplit('    <pci busid="0000:27', 1)[0] + "  </cpu>\n</system>"
+    (real_net,) = ET.fromstring(whole).iter("net")
+    snapshot = parse(real_text)
+    assert snapshot.nics[0].node_guid == "58a2:e103:0000:0011"  # the sysfs / ibstat spelling
+    exported = ET.fromstring(write(snapshot))
+    (written,) = exported.iter("net")
+    assert written.get("guid") == real_net.get("guid") and set(written.attrib) <= set(real_net.attrib)
+    real_pci = {e.get("busid"): e.attrib for e in ET.fromstring(whole).iter("pci")}
+    # the same attributes, spelt alike
+    assert {e.get("busid"): e.attrib for e in exported.iter("pci")} == real_pci
+
+    out = tmp_path / "topo.xml"
+    assert run_cli("export", "nccl-topo", "--from", "example:dgx-a100", "-o", str(out)).returncode == 0
+    guids = [n.get("guid") for n in ET.parse(out).iter("net")]
+    assert len(guids) >= 2 and all(g and g.startswith("0x") and ":" not in g for g in guids)
+    assert len({int(g, 16) for g in guids}) == len(guids)  # strtoull keeps the whole value: no collapse
+    before = {n.node_guid for n in load_snapshot("example:dgx-a100").nics if n.node_guid and n.kind == "ib"}
+    assert {n.node_guid for n in parse(out.read_text()).nics} == before  # read back to the sysfs spelling
+
+
+def test_nccl_1x_test_output_is_named_not_unrecognized() -> None:
+    """No NCCL 1.x paste was found in public threads: the lines are built from the test's own printf formats
+    (NVIDIA/nccl test/single/all_reduce_test.cu at v1.3.4-1, lines 252-294)."""
+    text = (ROOT / "fixtures/text/cases/nccl1-all-reduce-test-from-printf.txt").read_text()
+    item = parse_text("x", text)
+    assert item.kind == "nccl1-tests" and item.parsed.rows == 1 and len(item.parsed.devices) == 2
+    assert any("NCCL 1.x test output, not supported" in d for d in item.damaged)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["cuda_samples", "smi_table", "pytrace", "envlist", "fabricmanager", "setpci", "ulimit", "lsmod",
+     "nccl1_tests", "rdma_link", "cmdline", "ibv_devices"],
+)
+def test_pasted_text_parsers_stay_linear_on_hostile_lines(module: str) -> None:
+    """200 lines of 4,000 characters (the cap diagnose puts on a line) after each kind's own prefixes:
+    every recognizer and parser finishes in well under the bound (they take ~0.03 s; a quadratic pattern
+    such as ``\\s*-?\\s*`` on a blank line took 1.2 s for 20 lines before it was fixed)."""
+    import contextlib
+    import importlib
+    import time
+
+    mod = importlib.import_module(f"topodoc.parsers.{module}")
+    prefixes = ["", "|", "[rank0]: ", "export NCCL_A=", "link a/1 ", "Device: 0, ", "setpci -s "]
+    fills = [" " * 3990, "\t" * 3990, "a " * 1995, "x=" * 1995, "0." * 1995, "-" * 3990]
+    text = "\n".join(p + f + "!" for p in prefixes for f in fills for _ in range(5))
+    start = time.perf_counter()
+    mod.looks_like(text.split("\n"))
+    with contextlib.suppress(ValueError):
+        mod.parse(text)
+    assert time.perf_counter() - start < 5.0

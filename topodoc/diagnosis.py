@@ -94,7 +94,7 @@ def run(request: Request) -> Diagnosis:
     )
     known = machine.facets if machine is not None and not machine.has_base else None
     facts = Facts(snapshot=snapshot, topology=topology, logs=analysis, nccl_tests=tests,
-                  kernel=kernel or None, known=known)
+                  kernel=kernel or None, texts=_other_texts(texts), known=known)
     given = request.source or request.logs or request.nccl_tests
     if texts and not _usable(facts, texts, machine) and not given:
         rows = tuple(_file_row(i, texts, log_names) for i in texts if not i.secondary)
@@ -236,9 +236,21 @@ def _nccl_tests(request: Request, texts: list, snapshot, topology) -> tuple[str 
         raise DiagnosisError(f"{name}: {err}") from err
 
 
+def _other_texts(texts: list) -> tuple | None:
+    """Pastes read for the rules as they are (``Facts.texts``): p2p tests, the nvidia-smi table, tracebacks,
+    env lists, Fabric Manager logs, setpci, lsmod, ulimit, lspci ..."""
+    if not texts:
+        return None
+    from topodoc.textinputs import FACT_KINDS
+
+    found = tuple((i.path, i.kind, i.parsed) for i in texts if i.kind in FACT_KINDS and i.parsed is not None)
+    return found or None
+
+
 def _usable(facts: Facts, texts: list, machine) -> bool:
     return bool(
         machine is not None or facts.logs is not None or facts.nccl_tests is not None or facts.kernel
+        or facts.texts
         or any(i.kind != "unknown" and i.parsed is not None for i in texts)
     )
 

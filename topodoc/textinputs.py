@@ -28,8 +28,26 @@ HARDWARE_KINDS = (
     "ibv-devinfo",
     "ibdev2netdev",
     "show-gids",
+    "rdma-link",  # rdma link show: port states, like ibstat
+    "nvidia-smi",  # the default table: GPU names, bus ids, persistence, MIG (also a TEXT_KINDS kind)
 )
 LOG_KINDS = ("nccl-log", "nccl-tests", "dmesg")
+# read into the rules' ``texts`` fact: ((path, kind, parsed), ...); each parser is ``parse`` of its module
+TEXT_KINDS = {
+    "cuda-p2p": "cuda_samples",
+    "nvidia-smi": "smi_table",
+    "nccl-traceback": "pytrace",
+    "nccl-env": "envlist",
+    "fabric-manager": "fabricmanager",
+    "setpci": "setpci",
+    "ulimit": "ulimit",
+    "lsmod": "lsmod",
+    "nccl1-tests": "nccl1_tests",
+    "kernel-cmdline": "cmdline",
+    "ibv-devices": "ibv_devices",
+}
+# every kind whose parse the rules read as ``texts``: the kinds above, and lspci (its ACSCtl lines)
+FACT_KINDS = (*TEXT_KINDS, "lspci")
 
 
 @dataclass(frozen=True)
@@ -107,6 +125,15 @@ def _nccl_tests(text: str):
     return parse(text)
 
 
+def _module_parse(module: str) -> Callable[[str], Any]:
+    def run(text: str):
+        import importlib
+
+        return importlib.import_module(f"topodoc.parsers.{module}").parse(text)
+
+    return run
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "topodoc-json": _probe_json,
     "nccl-topo-xml": _nccl_topo,
@@ -123,6 +150,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nccl-tests": _nccl_tests,
     "dmesg": _kernel_log,  # kernel events (Xid, AER, DMAR...): the `kernel` fact of the rules
     # "nccl-log" is read by topodoc.parsers.nccl_log.analyze from the path (streaming)
+    "rdma-link": _module_parse("rdma_link"),
+    **{kind: _module_parse(module) for kind, module in TEXT_KINDS.items()},
 }
 
 
@@ -210,7 +239,7 @@ def _secondary(item: TextInput) -> list[TextInput]:
     for kind in item.also:
         if kind == "nccl-log":
             extra.append(TextInput(item.path, kind, text=item.text, secondary=True))
-        elif kind in HARDWARE_KINDS and kind in PARSERS:
+        elif (kind in HARDWARE_KINDS or kind in TEXT_KINDS) and kind in PARSERS:
             try:
                 parsed = PARSERS[kind](item.text)
             except (ValueError, KeyError, IndexError):

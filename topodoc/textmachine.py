@@ -10,7 +10,7 @@ topo -m`` GPU/NIC pairs and NUMA. What no input gave stays ``None``, and the sna
 ``topo -m`` alone has no PCI addresses: the devices are then placed on a *stand-in* PCIe tree built so that
 every pair has the class the matrix printed (PIX/PXB/PHB/NODE/SYS), with addresses in the unused PCI
 domain ``fffe`` that :func:`cite` turns back into the matrix's names in every finding. Rules that need
-what no input gave are reported as skipped with what to add (:func:`rules_to_skip`).
+what no input gave are reported as skipped with what to add (the rules' ``reads`` facets, :func:`facets_of`).
 """
 
 from __future__ import annotations
@@ -227,6 +227,18 @@ def _apply_smi_q(b: _Builder, item: TextInput) -> None:
         )
 
 
+def _apply_smi_table(b: _Builder, item: TextInput) -> None:
+    """The default nvidia-smi table / nvidia-smi -L: GPU names, bus ids, UUIDs, persistence, MIG."""
+    res = item.parsed
+    lines = {g.index: g.line for g in res.listed} | {g.index: g.line for g in res.gpus}
+    for gpu in res.model_gpus():
+        b.gpu(gpu, item.kind, f"{item.path}:{lines.get(gpu.index, 0)}")
+    if res.gpus:
+        b.facts.add("smi")
+    if res.driver_version:
+        b.driver = replace(b.driver, driver_version=res.driver_version)
+
+
 def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
     """A GPU nvidia-smi could not open. "GPU is lost" is NVML's GPU_IS_LOST; other reasons are kept as a
     note. A GPU no other input lists gets the index of its place in PCI bus order among the known GPUs."""
@@ -402,6 +414,8 @@ _APPLY = {
     "ibdev2netdev": _apply_rdma,
     "show-gids": _apply_rdma,
     "smi-topo": _apply_matrix,
+    "nvidia-smi": _apply_smi_table,
+    "rdma-link": _apply_rdma,
 }
 
 

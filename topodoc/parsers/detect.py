@@ -66,6 +66,17 @@ def _probe_json(text: str, _lines: list[str]) -> bool:
     return head.startswith("{") and '"schema"' in text[:HEAD_CHARS] and '"pci"' in text[:HEAD_CHARS]
 
 
+def _looks(module: str) -> Callable[[str, list[str]], bool]:
+    """A kind whose parser module has its own recognizer ``looks_like(lines)`` (imported when first used)."""
+
+    def test(_text: str, lines: list[str]) -> bool:
+        import importlib
+
+        return importlib.import_module(f"topodoc.parsers.{module}").looks_like(lines)
+
+    return test
+
+
 _PCI_ADDR = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 KINDS: tuple[Kind, ...] = (
@@ -165,6 +176,20 @@ KINDS: tuple[Kind, ...] = (
             _has(r"NVRM: Xid\b|\bDMAR: |\bAMD-Vi: |\bAER: "),
         ),
     ),
+    # kinds read into the rules' ``texts`` fact (textinputs.TEXT_KINDS); last, so that they never take a
+    # file from a kind above and are read as a second kind of a file that holds one
+    Kind("cuda-p2p", "CUDA samples (p2pBandwidthLatencyTest, simpleP2P)", _looks("cuda_samples")),
+    Kind("nvidia-smi", "nvidia-smi (table) / nvidia-smi -L", _looks("smi_table")),
+    Kind("nccl-traceback", "Python traceback with an NCCL error", _looks("pytrace")),
+    Kind("fabric-manager", "Fabric Manager (log, journalctl, systemctl status)", _looks("fabricmanager")),
+    Kind("setpci", "setpci (ACS Control reads/writes)", _looks("setpci")),
+    Kind("ulimit", "ulimit -a", _looks("ulimit")),
+    Kind("lsmod", "lsmod", _looks("lsmod")),
+    Kind("rdma-link", "rdma link", _looks("rdma_link")),
+    Kind("ibv-devices", "ibv_devices", _looks("ibv_devices")),
+    Kind("kernel-cmdline", "kernel command line (/proc/cmdline, GRUB_CMDLINE_LINUX)", _looks("cmdline")),
+    Kind("nccl1-tests", "NCCL 1.x test output (not supported)", _looks("nccl1_tests")),
+    Kind("nccl-env", "NCCL / libfabric / UCX settings (env, export, launcher flags)", _looks("envlist")),
 )
 
 BY_NAME = {kind.name: kind for kind in KINDS}
@@ -186,8 +211,10 @@ def _unknown_reason(head: str) -> str:
     if not head.strip():
         return "the input is empty"
     return (
-        "no known marks (nvidia-smi topo -m/-q/nvlink, NCCL log, nccl-tests, lspci, ibstat, ibv_devinfo, "
-        "ibdev2netdev, show_gids, dmesg, hwloc or NCCL XML, topodoc probe --json)"
+        "no known marks (nvidia-smi topo -m/-q/nvlink, nvidia-smi table or -L, NCCL log, nccl-tests, a "
+        "traceback with an NCCL error, lspci, setpci, ibstat, ibv_devinfo, ibdev2netdev, show_gids, rdma "
+        "link, dmesg, Fabric Manager, p2pBandwidthLatencyTest/simpleP2P, NCCL_* settings, ulimit, lsmod, "
+        "kernel command line, hwloc or NCCL XML, topodoc probe --json)"
     )
 
 

@@ -22,7 +22,10 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   reason 0x06] ...`` and AMD ``AMD-Vi: Event logged [IO_PAGE_FAULT device=05:00.0 ...]`` in both
   spellings (DMAR and old AMD-Vi lines print no PCI segment: segment 0 is assumed and said so);
 - ``mlx5`` / ``efa``: driver lines about a device that say something failed (``failed``, ``error``,
-  ``syndrome``, ``health``, ``fatal``, ``timeout``...), and ``mlx5`` port state changes to DOWN;
+  ``syndrome``, ``health``, ``fatal``, ``timeout``...), and ``mlx5`` port state changes to DOWN; code
+  ``health`` (critical) for the health poller's verdict ("device's health compromised", "irisc not
+  responding"), ``health_dump`` (info) for the register dump after it, ``link_down``, ``cmd_failed``,
+  ``error``;
 - ``pcie_bandwidth``: ``pci 0000:03:00.0: 2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe
   x1 link at 0000:02:03.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)``.
 
@@ -88,7 +91,8 @@ _DRIVER = regex.compile(
     r"\b(?P<drv>mlx5_core|efa)(?: (?P<dev>" + _BDF + r"))?+(?: (?P<ibdev>\w{1,32}+))?+: (?P<rest>.*+)"
 )
 _DRIVER_BAD = regex.compile(
-    r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN", regex.IGNORECASE
+    r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN|not responding",
+    regex.IGNORECASE
 )
 _PROBE_FAIL = regex.compile(
     r"\b(?P<drv>mlx5_core|efa): probe of (?P<dev>" + _BDF + r") failed with error (?P<err>-?\d++)"
@@ -318,11 +322,28 @@ def _driver(line: str, lineno: int) -> KernelEvent | None:
         return None
     kind = "mlx5" if found["drv"] == "mlx5_core" else "efa"
     rest = found["rest"].strip()
-    link_down = "Link DOWN" in rest
     detail = (("ib_device", found["ibdev"]),) if found["ibdev"] else ()
-    return _event(kind, line, lineno, device=_pci(found["dev"]), code="link_down" if link_down else "error",
-                  severity="warning" if link_down else "error",
+    code, severity = _driver_code(rest)
+    return _event(kind, line, lineno, device=_pci(found["dev"]), code=code, severity=severity,
                   message=f"{found['drv']}: {rest[:200]}", detail=detail)
+
+
+_HEALTH = regex.compile(r"health compromised|irisc not responding|fw_fatal|firmware fatal|FW fatal|"
+                        r"internal error \(\d", regex.IGNORECASE)
+_HEALTH_DUMP = regex.compile(r"^(?:assert_var\[\d{1,2}+\]|assert_exit_ptr|assert_callra|ext_synd)(?:\s|$)")
+
+
+def _driver_code(rest: str) -> tuple[str, str]:
+    """The mlx5/EFA line's code and severity: the health poller's verdict (the adapter's firmware stopped
+    answering: critical), the register dump that follows it (info: part of the same event), a port going
+    DOWN (warning), any other failure (error)."""
+    if "Link DOWN" in rest:
+        return "link_down", "warning"
+    if _HEALTH.search(rest):
+        return "health", "critical"
+    if _HEALTH_DUMP.match(rest):
+        return "health_dump", "info"
+    return "error", "error"
 
 
 def _mlx5_cmd(line: str, lineno: int) -> KernelEvent | None:

@@ -216,7 +216,7 @@ def _nics(node: ET.Element, address: str, cls: int | None) -> list[Nic]:
                 name=net.get("name") or f"net{net.get('dev')}",
                 kind=kind,
                 pci_address=address,
-                node_guid=net.get("guid"),
+                node_guid=guid_from_nccl(net.get("guid")),
                 ports=(NicPort(port=port, rate_gbps=speed / 1000 if speed else None),),
             )
         )
@@ -318,10 +318,45 @@ def _nic_xml(nic: Nic, pad: str) -> list[str]:
         attrs = {"name": nic.name, "dev": str(i), "port": str(port.port)}
         if port.rate_gbps:
             attrs["speed"] = str(int(port.rate_gbps * 1000))
-        if nic.node_guid:
-            attrs["guid"] = nic.node_guid
+        guid = guid_to_nccl(nic.node_guid)
+        if guid:
+            attrs["guid"] = guid
         lines.append(f"{pad}  <net{_attrs(attrs)}/>")
     return lines + [f"{pad}</nic>"]
+
+
+# GUIDs: sysfs and ibstat spell a node GUID as its 8 bytes in wire order, "58a2:e103:00b1:7ca8"; NCCL keeps
+# the verbs GUID (a big-endian 64-bit field) in a host-order uint64 and dumps it with "0x%lx"
+# (src/graph/topo.cc xmlInitAttrUint64), so on x86 the dump shows the bytes reversed, "0xa87cb10003e1a258",
+# and reads it back with strtoull(str, NULL, 16) (src/graph/topo.cc): a colon-separated spelling would be
+# cut at its first group and two adapters of one vendor would collapse to one value.
+
+
+def guid_to_nccl(guid: str | None) -> str | None:
+    """A GUID as NCCL's topology dumps spell it ("0x" + lowercase hex of the little-endian value)."""
+    raw = _guid_bytes(guid)
+    return None if raw is None else f"0x{int.from_bytes(raw, 'little'):x}"
+
+
+def guid_from_nccl(text: str | None) -> str | None:
+    """NCCL's "0x..." GUID back to the sysfs spelling the model keeps ("58a2:e103:00b1:7ca8")."""
+    if not text:
+        return None
+    value = text.strip().lower()
+    if value.startswith("0x") and regex.fullmatch(r"0x[0-9a-f]{1,16}", value):
+        raw = int(value, 16).to_bytes(8, "little")
+        return ":".join(raw[i : i + 2].hex() for i in range(0, 8, 2))
+    return text  # another spelling: kept as written (the model holds what the input said)
+
+
+def _guid_bytes(guid: str | None) -> bytes | None:
+    if not guid:
+        return None
+    digits = guid.strip().lower()
+    if digits.startswith("0x"):  # already NCCL's spelling: back to wire order first
+        return bytes.fromhex(guid_from_nccl(digits).replace(":", "")) if guid_from_nccl(digits) else None
+    digits = digits.replace(":", "")
+    return bytes.fromhex(digits) if regex.fullmatch(r"[0-9a-f]{16}", digits) else None
 
 
 def _attrs(attrs: dict[str, str]) -> str:

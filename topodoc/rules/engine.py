@@ -110,6 +110,7 @@ class Facts:
     # the hardware facets the inputs establish (see FACETS); None: a whole machine (a probe or a recording),
     # where every facet is read from the machine itself
     known: frozenset[str] | None = None
+    texts: Any = None  # other pastes: ((path, kind, parsed result), ...) (textinputs.TEXT_KINDS)
 
 
 NEEDS = {
@@ -118,6 +119,7 @@ NEEDS = {
     "logs": "an NCCL log (--log FILE)",
     "nccl_tests": "an nccl-tests output (--nccl-tests FILE)",
     "kernel": "a kernel log (dmesg / journalctl -k output given to diagnose FILE...)",
+    "texts": "a pasted text of the kind the rule reads, given to diagnose FILE...",
 }
 
 

@@ -123,4 +123,42 @@ def _ranks_on(ranks: tuple[RankInfo, ...], device: str | None) -> list[RankInfo]
     return [r for r in ranks if r.bus_id and r.bus_id.lower() == device.lower()]
 
 
-RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu)
+_HCA_WHAT = {
+    "health": ("the adapter's firmware stopped answering the driver's health poll: every RDMA transfer "
+               "through it fails (NCCL: IB completion errors or 'port error' events, then a hang or "
+               "ncclRemoteError on the ranks behind it)",
+               "drain the node, reset the adapter (mlxfwreset, or reboot), update its firmware; open a "
+               "hardware case if it returns on the same adapter"),
+    "link_down": ("the port went DOWN", "check the cable, transceiver and switch port; `ibstat` and the "
+                  "port's link_downed counter show whether it flaps"),
+    "cmd_failed": ("a firmware command failed (resource creation or a queue-pair transition)",
+                   "read the command and status: resource limits (memlock), a wrong GID/port, or firmware"),
+    "error": ("the driver reported an error", "read the line; update driver and firmware if it repeats"),
+}
+
+
+@rule(
+    "kernel-hca-events", "error", ("rdma", "nic", "kernel"),
+    title="The RDMA adapter's driver reported a health failure, link drops or command failures",
+    fix="for a health failure drain the node and reset or replace the adapter; for link drops check the "
+    "cable and switch port",
+)
+def kernel_hca_events(kernel) -> Iterator[Hit]:
+    """mlx5/EFA events grouped by device and code; a port that went DOWN more than once is a flapping
+    link."""
+    for (_kind, device, code), items in _groups(kernel, ("mlx5", "efa")).items():
+        _path, first = items[0]
+        what, fix = _HCA_WHAT.get(code or "error", _HCA_WHAT["error"])
+        if code == "link_down" and len(items) > 1:
+            what = f"the port went DOWN {len(items)} times: a flapping link"
+        times = f" ({len(items)} lines)" if len(items) > 1 and code != "link_down" else ""
+        yield Hit(
+            subject=device or first.message.split(":")[0],
+            message=f"{first.message}{times}: {what}",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            fix=fix,
+            severity=_SEVERITY.get(max((e.severity for _p, e in items), key=_rank)),
+        )
+
+
+RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events)

@@ -8,18 +8,26 @@ from __future__ import annotations
 import difflib
 
 from topodoc.rules import (
+    acs,
     bandwidth,
+    fabric,
     fleetrails,
     gpudirect,
+    hostlimits,
     joined,
     kernel,
     loginfer,
     matrix,
     nccl,
+    ncclenv,
     nics,
     numa,
     nvlink,
+    p2ptest,
     pcie,
+    rdmadevices,
+    smitable,
+    traceback,
 )
 from topodoc.rules.engine import Rule
 
@@ -36,6 +44,14 @@ RULES: tuple[Rule, ...] = (
     *bandwidth.RULES,
     *matrix.RULES,
     *kernel.RULES,
+    *p2ptest.RULES,
+    *smitable.RULES,
+    *traceback.RULES,
+    *ncclenv.RULES,
+    *fabric.RULES,
+    *acs.RULES,
+    *hostlimits.RULES,
+    *rdmadevices.RULES,
 )
 
 

@@ -1,0 +1,77 @@
+"""Rules on pasted host settings that GPUDirect RDMA and NCCL's network transport depend on: ``ulimit -a``
+(the locked-memory limit) and ``lsmod`` (the GPU peer-memory module), given to ``diagnose FILE...``.
+
+The ``texts`` fact holds ``(path, kind, parsed)``; these rules read kinds ``ulimit``
+(:mod:`topodoc.parsers.ulimit`) and ``lsmod`` (:mod:`topodoc.parsers.lsmod`), by attribute. Sources:
+NCCL's networking troubleshooting (ibv_reg_mr / ibv_create_qp failures: memlock) and GPU troubleshooting
+(DMA-BUF instead of nvidia-peermem), REFERENCE.md §1 lines 209, 251, 501.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from topodoc.rules.engine import Evidence, Hit, Rule, rule
+
+PEERMEM = ("nvidia_peermem", "nv_peer_mem")
+
+
+def _of(texts, kind: str) -> list[tuple[str, object]]:
+    return [(path, parsed) for path, k, parsed in texts if k == kind]
+
+
+@rule(
+    "memlock-limited", "warning", ("rdma", "limits", "gdr"),
+    title="The locked-memory limit (ulimit -l) is not unlimited",
+    fix="make memlock unlimited where the job runs: /etc/security/limits.conf (* - memlock unlimited), "
+    "LimitMEMLOCK=infinity for the daemon that starts the job (slurmd, dockerd, kubelet), "
+    "docker --ulimit memlock=-1; check `ulimit -l` inside the launcher (e.g. mpirun ... sh -c 'ulimit -l')",
+)
+def memlock_limited(texts) -> Iterator[Hit]:
+    for path, limits in _of(texts, "ulimit"):
+        kb = limits.memlock_kb
+        if kb is None:
+            continue
+        yield Hit(
+            subject="max locked memory",
+            message=f"max locked memory is {kb} KB: RDMA needs NCCL's buffers pinned, so over "
+            "InfiniBand/RoCE/EFA registration and queue creation fail (`ibv_reg_mr` / `ibv_create_qp` / "
+            "`ibv_create_cq` ... Cannot allocate memory, ncclSystemError) once NCCL registers more than "
+            "this; NCCL's troubleshooting guide asks for unlimited. A limit set in limits.conf does not "
+            "reach processes started by a daemon or a container with its own limit",
+            evidence=(Evidence("ulimit", f"{path}:{limits.memlock_line}", f"max locked memory {kb}"),),
+        )
+
+
+@rule(
+    "peermem-not-loaded", "warning", ("gdr", "rdma", "kernel"),
+    title="No GPU peer-memory module is loaded (nvidia_peermem / nv_peer_mem)",
+    fix="sudo modprobe nvidia-peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: the open GPU "
+    "kernel module on a recent kernel, with NCCL_DMABUF_ENABLE left at 1",
+)
+def peermem_not_loaded(texts) -> Iterator[Hit]:
+    for path, mods in _of(texts, "lsmod"):
+        if any(mods.loaded(name) for name in PEERMEM):
+            continue
+        empty = [g for g in mods.greps if not g.found and any(p.startswith(g.pattern) or g.pattern in p
+                                                               for p in PEERMEM)]
+        if mods.whole:
+            where = Evidence("lsmod", f"{path}:{mods.modules[0].line if mods.modules else 0}",
+                             "the whole lsmod list has neither nvidia_peermem nor nv_peer_mem")
+        elif empty:
+            where = Evidence("lsmod", f"{path}:{empty[0].line}", f"lsmod | grep {empty[0].pattern}: nothing")
+        else:
+            continue  # a grep for something else says nothing about peermem
+        yield Hit(
+            subject="nvidia_peermem",
+            message="no GPU peer-memory module is loaded: NCCL can then use GPUDirect RDMA only through "
+            "DMA-BUF (the open GPU kernel module on a recent kernel, CUDA driver 11.7+); without it NCCL "
+            "logs 'GPU Direct RDMA Disabled for HCA' and stages every network transfer through host memory. "
+            "Whether DMA-BUF is in use here is not in this paste: NCCL_DEBUG=INFO prints 'DMA-BUF is "
+            "available on GPU device N' when it is",
+            evidence=(where,),
+            confidence=0.5 if not mods.whole else 0.7,
+        )
+
+
+RULES: tuple[Rule, ...] = (memlock_limited, peermem_not_loaded)
