@@ -9,8 +9,9 @@ the answer is scored against the thread's confirmed cause:
 
 - ``refused``: exit 2 (no input recognized) or no JSON document came back;
 - ``right-fix``: some finding names the cause: its rule id or a failure-catalogue signature it cites
-  (``[failure catalogue: ID]``) is in ``expect.rules``, or one finding's text holds an area word and its
-  message or fix holds a fix word;
+  (``[failure catalogue: ID]``) is in ``expect.rules`` (counted apart as "by rule"), or one finding's text
+  holds an area word and its message or fix holds a fix word ("by words": lenient, such a finding may list
+  the cause among others);
 - ``right-area``: no right fix, but some finding's text holds an area word;
 - ``wrong``: findings at warning or above, none of them in the right area;
 - ``silent``: nothing at warning or above and nothing in the right area.
@@ -125,7 +126,7 @@ def score(case: dict, rc: int | None, doc: dict | None) -> dict:
     files = ((doc or {}).get("inputs") or {}).get("files") or []
     unread = sum(1 for f in files if f.get("kind") == "unknown")
     out = {"findings": len(findings), "warning_up": 0, "unread_files": unread, "matched": [], "false": []}
-    hits_fix, hits_area = [], []
+    hits_fix, hits_area, via = [], [], set()
     for f in findings:
         text = _lower(f.get("title"), f.get("subject"), f.get("message"), f.get("fix"))
         ids = finding_ids(f)
@@ -143,8 +144,10 @@ def score(case: dict, rc: int | None, doc: dict | None) -> dict:
         x = _has(fixw, _lower(f.get("message"), f.get("fix")))
         if named:
             hits_fix.append(f"{f.get('rule')} names {','.join(named)}")
+            via.add("rule")
         elif a and x:
             hits_fix.append(f"{f.get('rule')}: area {a[0]!r}, fix {x[0]!r}")
+            via.add("words")
         elif a:
             hits_area.append(f"{f.get('rule')}: area {a[0]!r}")
     if rc is None or doc is None or rc == 2:
@@ -159,6 +162,9 @@ def score(case: dict, rc: int | None, doc: dict | None) -> dict:
         verdict = "silent"
     out["verdict"] = verdict
     out["matched"] = hits_fix or hits_area
+    # how a right fix was recognized: a rule/signature id (strict) or only words (lenient: the finding may
+    # list the cause among others)
+    out["via"] = ("rule" if "rule" in via else "words") if verdict == "right-fix" else ""
     return out
 
 
@@ -166,7 +172,7 @@ def score_case(case_dir: Path, timeout: float = 60.0) -> dict:
     case = load_case(case_dir)
     rc, doc, note = run_diagnose([case_dir / n for n in case["files"]], timeout)
     result = score(case, rc, doc)
-    result.update(id=case["id"], family=case["class"], rc=rc, note=note,
+    result.update(id=case["id"], family=case["class"], rc=rc, note=note.replace(f"{case_dir}{os.sep}", ""),
                   seen_before=bool(case.get("source_in_project_before")))
     return result
 
@@ -177,6 +183,7 @@ def totals(results: list[dict]) -> dict:
         return {v: c.get(v, 0) for v in VERDICTS} | {
             "cases": len(rows), "false_statements": sum(len(r["false"]) for r in rows),
             "cases_with_false": sum(1 for r in rows if r["false"]),
+            "right_fix_by_rule": sum(1 for r in rows if r["via"] == "rule"),
             "unread_files": sum(r["unread_files"] for r in rows)}
     families = sorted({r["family"] for r in results})
     return {"all": count(results),
@@ -204,7 +211,9 @@ def _table(results: list[dict], tot: dict, markdown: bool) -> str:
 
     def line(name, t):
         body = ", ".join(f"{v} {t[v]}" for v in VERDICTS)
-        return (f"{name}: {t['cases']} cases: {body}; false statements {t['false_statements']} "
+        return (f"{name}: {t['cases']} cases: {body} (right-fix by rule/signature id "
+                f"{t['right_fix_by_rule']}, by words only {t['right-fix'] - t['right_fix_by_rule']}); "
+                f"false statements {t['false_statements']} "
                 f"(in {t['cases_with_false']} cases); unread files {t['unread_files']}")
     lines.append(line("ALL", tot["all"]))
     lines.append(line("URL not in repo before (blind subset)", tot["blind_subset"]))
