@@ -32,7 +32,7 @@ from topodoc.rules.engine import (
     rule,
 )
 from topodoc.rules.gpudirect import ACS_BITS, acs_off_commands
-from topodoc.textinputs import FACT_KINDS, PARSERS, parse_text
+from topodoc.text.inputs import FACT_KINDS, PARSERS, parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "rules"

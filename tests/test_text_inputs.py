@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli, run_cli_process
 from tests.text_golden import golden, inputs
-from topodoc.textinputs import parse_text
+from topodoc.text.inputs import parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "fixtures" / "text" / "cases"
@@ -35,7 +35,7 @@ def test_detected_by_content_not_name(path: Path, tmp_path: Path) -> None:
     "name", ["traceback-in-nccl-log-ofi-remote-error", "traceback-in-nccl-log-ib-completion"]
 )
 def test_traceback_that_names_the_nccl_version_is_a_log_with_the_traceback_read_too(name: str) -> None:
-    from topodoc.textinputs import read_inputs
+    from topodoc.text.inputs import read_inputs
 
     items = read_inputs([str(CASES / f"{name}.txt")])
     assert items[0].kind == "nccl-log" and "nccl-traceback" in items[0].also
@@ -148,8 +148,8 @@ TOPO_FIXTURES = sorted((ROOT / "fixtures" / "topo").glob("*.txt"))
 def test_topo_m_alone_derives_every_printed_class_and_no_other(path: Path) -> None:
     """topo -m alone: the derived topology gives every GPU/NIC pair the class the matrix printed (NV<n>
     included), and a pair the paste did not print is unknown (N/A), whatever the stand-in tree says."""
-    from topodoc.textmachine import build
-    from topodoc.textplacement import legend_names
+    from topodoc.text.machine import build
+    from topodoc.text.placement import legend_names
     from topodoc.topology import derive
     from topodoc.topology.vocab import SMI_LEVELS
 
@@ -215,7 +215,7 @@ def test_reader_gzip_utf16_crlf_ansi_and_stdin(tmp_path: Path) -> None:
 
 
 def test_launcher_prefixes_are_stripped() -> None:
-    from topodoc.parsers.textread import clean
+    from topodoc.text.reader import clean
 
     text = (ROOT / "fixtures/text/ibstat/a100-one-port-down.txt").read_text()
     plain = parse_text("x", text).parsed

@@ -15,7 +15,7 @@ def inputs() -> list[Path]:
 
 def golden(path: Path) -> dict:
     from topodoc.codec import to_data
-    from topodoc.textinputs import read_input
+    from topodoc.text.inputs import read_input
 
     item = read_input(str(path))
     return {

@@ -6,9 +6,9 @@ inputs:
 
 - hardware: ``source`` (``live``, a recording, ``example:NAME``) or an already collected ``snapshot`` (the
   agent's probe); this machine is probed when nothing else is given (``live_default``);
-- ``files``: pasted texts of any kind, read once by :mod:`topodoc.textinputs` (through
+- ``files``: pasted texts of any kind, read once by :mod:`topodoc.text.inputs` (through
   :mod:`topodoc.inputs`) and recognized by content, region by region; the hardware they describe becomes
-  the partial machine of :mod:`topodoc.textmachine` (over ``source`` when both are given), whose facets
+  the partial machine of :mod:`topodoc.text.machine` (over ``source`` when both are given), whose facets
   (``rules.engine.FACETS``) say what the rules may read;
 - NCCL logs: ``logs`` paths, an already made ``log_analysis`` (the agent's watched logs), and **every**
   text file: the log analyzer reads each one with the failure catalogue, so a known failure line anywhere in
@@ -108,9 +108,9 @@ def run(request: Request) -> Diagnosis:
         rules = tuple(RULES)
     report = evaluate(facts, rules)
     if machine is not None:
-        from topodoc.textmachine import cite
+        from topodoc import text
 
-        report = cite(report, machine, tuple(dict.fromkeys(i.path for i in texts)))
+        report = text.cite(report, machine, tuple(dict.fromkeys(i.path for i in texts)))
     if broken is not None:
         report = dataclasses.replace(report, errors=report.errors + (broken,))
     return Diagnosis(report=report, facts=facts, machine=machine,
@@ -129,11 +129,11 @@ def _one_stdin(request: Request) -> None:
 def _read_texts(files: tuple[str, ...]) -> list:
     if not files:
         return []
-    from topodoc.textinputs import InputError, read_inputs
+    from topodoc import text
 
     try:
-        return read_inputs(list(files))
-    except InputError as err:
+        return text.read(list(files))
+    except text.InputError as err:
         raise DiagnosisError(str(err)) from err
 
 
@@ -153,9 +153,9 @@ def _base(request: Request, texts: list, analysis) -> Any:
 def _machine(texts: list, analysis, base):
     if not texts:
         return None
-    from topodoc.textmachine import build
+    from topodoc import text
 
-    return build(texts, analysis, base)
+    return text.build(texts, analysis, base)
 
 
 def _logs(request: Request, texts: list) -> tuple[Any, tuple[str, ...]]:
@@ -241,7 +241,7 @@ def _other_texts(texts: list) -> tuple | None:
     env lists, Fabric Manager logs, setpci, lsmod, ulimit, lspci ..."""
     if not texts:
         return None
-    from topodoc.textinputs import FACT_KINDS
+    from topodoc.text.inputs import FACT_KINDS
 
     found = tuple((i.path, i.kind, i.parsed) for i in texts if i.kind in FACT_KINDS and i.parsed is not None)
     return found or None
@@ -274,7 +274,7 @@ def _summary(request: Request, texts: list, machine, base, analysis, log_names, 
 def _hardware_line(request: Request, texts: list, machine, base) -> str | None:
     from_text: list[str] = []
     if texts:
-        from topodoc.textinputs import HARDWARE_KINDS
+        from topodoc.text.inputs import HARDWARE_KINDS
 
         from_text = list(dict.fromkeys(i.path for i in texts
                                        if i.kind in HARDWARE_KINDS and i.parsed is not None))
@@ -311,7 +311,7 @@ def _log_line(request: Request, analysis, log_names: tuple[str, ...]) -> str | N
 
 
 def _file_row(item, texts: list, log_names: tuple[str, ...]) -> dict:
-    from topodoc.parsers.detect import title
+    from topodoc.text import title
 
     name = "<stdin>" if item.path == "-" else item.path
     kind = item.kind

@@ -3,7 +3,7 @@
 ``FILE...`` are text inputs of any kind topodoc knows (``nvidia-smi topo -m``/``-q``/``nvlink``, ``lspci``,
 ``ibstat``, ``ibv_devinfo``, ``ibdev2netdev``, ``show_gids``, NCCL logs, nccl-tests output, hwloc or NCCL
 topology XML, ``topodoc probe --json``; ``-`` is stdin), each recognized by its content. The hardware they
-describe is built into a partial machine (``topodoc.textmachine``) and this machine is not probed
+describe is built into a partial machine (``topodoc.text.machine``) and this machine is not probed
 ("hardware: from the inputs"); ``--from live`` adds it explicitly.
 
 The command parses options and renders; the diagnosis itself is :func:`topodoc.diagnosis.run`, the one
@@ -115,7 +115,7 @@ def _emit(result, as_json: bool) -> None:
         return
     files, notes = inputs.pop("files", None), inputs.pop("notes", [])
     if files is not None:
-        from topodoc.parsers.detect import title
+        from topodoc.text import title
 
         lines = []
         for row in files:

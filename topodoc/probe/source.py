@@ -146,7 +146,7 @@ def _replayed(path: str, source: str | None) -> model.Snapshot:
 
 
 def _text_snapshot(path: str) -> model.Snapshot:
-    from topodoc.textinputs import InputError, read_input
+    from topodoc.text.inputs import InputError, read_input
 
     try:
         item = read_input(path)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from topodoc.parsers import detect
-from topodoc.parsers.textread import TextReadError, read_text
+from topodoc.text import detect
+from topodoc.text.reader import TextReadError, read_text
 
 HARDWARE_KINDS = (
     "topodoc-json",

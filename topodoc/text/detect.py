@@ -6,7 +6,7 @@ embeds NCCL log lines, before NCCL logs) and returns every kind that matched, th
 input is taken to be. An input that matches nothing is ``unknown`` with the reason, never a guess.
 
 The ``dmesg`` kind (``dmesg``/``journalctl -k``: Xid, AER, DMAR) is recognized here and read by
-``topodoc.parsers.kernel_log`` (wired in ``topodoc.textinputs.PARSERS``).
+``topodoc.parsers.kernel_log`` (wired in ``topodoc.text.inputs.PARSERS``).
 """
 
 from __future__ import annotations

@@ -29,10 +29,11 @@ from topodoc.model import (
     PciDevice,
     Snapshot,
 )
-from topodoc.parsers.detect import title
 from topodoc.parsers.rdma_text import merge_nic
-from topodoc.textinputs import HARDWARE_KINDS, TextInput
-from topodoc.textplacement import (
+from topodoc.text.detect import title
+from topodoc.text.facets import cite, facets_of
+from topodoc.text.inputs import HARDWARE_KINDS, TextInput
+from topodoc.text.placement import (
     STAND_IN_DOMAIN,
     gpu_number,
     legend_names,
@@ -40,7 +41,6 @@ from topodoc.textplacement import (
     nic_kind_of_name,
     place_from_matrix,
 )
-from topodoc.textrules import cite, facets_of
 
 SOURCE = "text inputs"
 

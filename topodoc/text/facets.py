@@ -13,13 +13,13 @@ import re
 from dataclasses import replace
 
 from topodoc.model import Snapshot
-from topodoc.parsers.detect import title
+from topodoc.text.detect import title
 
 
 def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
     """The hardware facets (``rules.engine.FACETS``) these inputs establish."""
     from topodoc.rules.engine import FACETS
-    from topodoc.textplacement import STAND_IN_DOMAIN
+    from topodoc.text.placement import STAND_IN_DOMAIN
 
     if "complete" in facts:
         return frozenset(FACETS)
