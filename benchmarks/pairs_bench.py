@@ -18,8 +18,16 @@ from topodoc import model as m
 
 
 def _dev(addr, cls, parent, hb, numa, port, vendor):
-    return m.PciDevice(address=addr, class_code=cls, vendor_id=vendor, parent=parent, host_bridge=hb,
-                       numa_node=numa, port_type=port, link=m.PciLink(32.0, 16, 32.0, 16))
+    return m.PciDevice(
+        address=addr,
+        class_code=cls,
+        vendor_id=vendor,
+        parent=parent,
+        host_bridge=hb,
+        numa_node=numa,
+        port_type=port,
+        link=m.PciLink(speed_gts=32.0, width=16, max_speed_gts=32.0, max_width=16),
+    )
 
 
 def machine(count: int) -> m.Snapshot:

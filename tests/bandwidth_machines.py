@@ -7,8 +7,16 @@ from topodoc import model as m
 
 def _dev(addr, cls, parent, hb, numa, gen, width, port, vendor=0x10de):
     speed = {3: 8.0, 4: 16.0, 5: 32.0}[gen]
-    return m.PciDevice(address=addr, class_code=cls, vendor_id=vendor, parent=parent, host_bridge=hb,
-                       numa_node=numa, port_type=port, link=m.PciLink(speed, width, speed, width))
+    return m.PciDevice(
+        address=addr,
+        class_code=cls,
+        vendor_id=vendor,
+        parent=parent,
+        host_bridge=hb,
+        numa_node=numa,
+        port_type=port,
+        link=m.PciLink(speed_gts=speed, width=width, max_speed_gts=speed, max_width=width),
+    )
 
 
 def two_socket(vendor="AuthenticAMD", cpu="AMD EPYC 7742 64-Core Processor", gen=4, name="NVIDIA A10G",

@@ -282,12 +282,18 @@ def test_an_xid_names_the_ranks_of_watched_jobs_on_that_gpu():
 
     agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False))
     cycle = agent.run_cycle()
-    analysis = LogAnalysis(summary=LogSummary(nnodes=1),
-                           ranks=(RankInfo(3, 8, "c0", None, 10, bus_id="0000:4e:00.0"),
-                                  RankInfo(0, 8, "c0", None, 11, bus_id="0000:07:00.0")),
-                           connections=(Connection(3, 2, "P2P/IPC", None, None, channels=12),
-                                        Connection(3, 4, "P2P/IPC", None, None, channels=12),
-                                        Connection(0, 1, "P2P/IPC", None, None, channels=12)))
+    analysis = LogAnalysis(
+        summary=LogSummary(nnodes=1),
+        ranks=(
+            RankInfo(rank=3, nranks=8, comm="c0", host=None, pid=10, bus_id="0000:4e:00.0"),
+            RankInfo(rank=0, nranks=8, comm="c0", host=None, pid=11, bus_id="0000:07:00.0"),
+        ),
+        connections=(
+            Connection(rank=3, peer=2, transport="P2P/IPC", direction=None, host=None, channels=12),
+            Connection(rank=3, peer=4, transport="P2P/IPC", direction=None, host=None, channels=12),
+            Connection(rank=0, peer=1, transport="P2P/IPC", direction=None, host=None, channels=12),
+        ),
+    )
     logs = {"/jobs/job-a.log": FileAnalysis("/jobs/job-a.log", analysis, 100, 0)}
     line = (EVENTS.read_text().splitlines()[2])
     event = from_kmsg(json.loads(line)["line"], 0.0, "kmsg", cycle.topology, cycle.snapshot, logs)
@@ -301,7 +307,7 @@ def test_checks_closed_to_a_non_root_agent_are_listed():
 
     agent = Agent(AgentConfig(source="example:dgx-a100", listen=None, live_events=False))
     cycle = agent.run_cycle()
-    gap = Gap("acs_ctrl", GapReason.PERMISSION, "/sys/bus/pci/devices/0000:01:00.0/config")
+    gap = Gap(what="acs_ctrl", reason=GapReason.PERMISSION, source="/sys/bus/pci/devices/0000:01:00.0/config")
     agent._cycle = dataclasses.replace(cycle, snapshot=dataclasses.replace(cycle.snapshot, gaps=(gap,)))
     disabled = dict(agent.view().disabled)
     assert "permission denied reading /sys/bus/pci/devices/0000:01:00.0/config" in disabled["probe:acs_ctrl"]

@@ -185,8 +185,15 @@ def _matrices(draw):
     names = draw(st.lists(st.text(alphabet="GPUNICmlx_0123456789", min_size=1, max_size=7), min_size=1,
                           max_size=6, unique=True))
     split = draw(st.integers(0, len(names)))
-    gpus = tuple(MatrixGpu(n, draw(st.none() | _TEXT), draw(st.none() | _TEXT), draw(st.none() | _TEXT))
-                 for n in names[:split])
+    gpus = tuple(
+        MatrixGpu(
+            name=n,
+            cpu_affinity=draw(st.none() | _TEXT),
+            numa_affinity=draw(st.none() | _TEXT),
+            gpu_numa_id=draw(st.none() | _TEXT),
+        )
+        for n in names[:split]
+    )
     nics = tuple(MatrixNic(n) for n in names[split:])
     rows = draw(st.lists(st.sampled_from(names), unique=True))
     links = {row: {col: cell for col in names if (cell := draw(_CELL)) is not None} for row in rows}

@@ -8,22 +8,38 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _sample() -> model.Snapshot:
     dev = model.PciDevice(
-        address="0000:1a:00.0", class_code=0x030200, vendor_id=0x10DE, numa_node=0,
-        link=model.PciLink(16.0, 16, 32.0, 16), parent="0000:19:00.0", aer={"fatal": 0},
+        address="0000:1a:00.0",
+        class_code=0x030200,
+        vendor_id=0x10DE,
+        numa_node=0,
+        link=model.PciLink(speed_gts=16.0, width=16, max_speed_gts=32.0, max_width=16),
+        parent="0000:19:00.0",
+        aer={"fatal": 0},
     )
     gpu = model.Gpu(
-        index=0, name="NVIDIA H100", pci_address="0000:1a:00.0",
-        nvlinks=(model.NvLink(0, True, 6, "0000:05:00.0", "switch"),),
+        index=0,
+        name="NVIDIA H100",
+        pci_address="0000:1a:00.0",
+        nvlinks=(
+            model.NvLink(
+                link=0, active=True, version=6, remote_pci_address="0000:05:00.0", remote_type="switch"
+            ),
+        ),
         fabric=model.GpuFabric(state="completed", clique_id=3),
     )
     matrix = model.ConnectionMatrix(
-        gpus=(model.MatrixGpu("GPU0", "0-31", "0"),), nics=(model.MatrixNic("NIC0", "mlx5_0"),),
+        gpus=(model.MatrixGpu(name="GPU0", cpu_affinity="0-31", numa_affinity="0"),),
+        nics=(model.MatrixNic("NIC0", "mlx5_0"),),
         links={"GPU0": {"GPU0": "X", "NIC0": "PXB"}, "NIC0": {"GPU0": "PXB", "NIC0": "X"}},
     )
     return model.Snapshot(
-        pci={dev.address: dev}, gpus=(gpu,), smi_topo=matrix,
-        gaps=(model.Gap("gpu[0].serial", model.GapReason.UNSUPPORTED, "nvmlDeviceGetSerial"),),
-        numa=(model.NumaNode(0, "0-31", 1024, (10, 21)),),
+        pci={dev.address: dev},
+        gpus=(gpu,),
+        smi_topo=matrix,
+        gaps=(
+            model.Gap(what="gpu[0].serial", reason=model.GapReason.UNSUPPORTED, source="nvmlDeviceGetSerial"),
+        ),
+        numa=(model.NumaNode(node=0, cpulist="0-31", memory_total_kb=1024, distances=(10, 21)),),
     )
 
 

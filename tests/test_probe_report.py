@@ -41,7 +41,7 @@ def test_a_gap_on_one_gpu_names_that_gpu():
     from topodoc.model import Gap, GapReason
 
     snap = load_snapshot("example:dgx-a100")
-    lost = Gap("NVLink 7 of GPU 2", GapReason.ERROR, "nvml", "GpuIsLost")
+    lost = Gap(what="NVLink 7 of GPU 2", reason=GapReason.ERROR, source="nvml", detail="GpuIsLost")
     text = render_probe(replace(snap, gaps=(*snap.gaps, lost)))
     assert "  NVLink 7 of GPU 2: error -- GpuIsLost" in text.splitlines()
 

@@ -45,7 +45,7 @@ def test_seed_pcie_switch_matrix():
     assert matrix.links["GPU0"]["GPU1"] == "PIX"
     assert matrix.links["GPU0"]["GPU2"] == "PXB"
     assert matrix.links["GPU3"]["GPU7"] == "SYS"
-    assert matrix.gpus[7] == MatrixGpu("GPU7", cpu_affinity="32-63")
+    assert matrix.gpus[7] == MatrixGpu(name="GPU7", cpu_affinity="32-63")
     reading = read(matrix)
     assert reading.nvlink_shape == "none"
     assert len(reading.cross_socket_pairs) == 16
@@ -210,11 +210,16 @@ def matrices(draw):
     kind = draw(st.sampled_from(["topo", "p2p"]))
     gpu_count = draw(st.integers(2 if kind == "p2p" else 1, 8))
     if kind == "p2p":
-        gpus = tuple(MatrixGpu(f"GPU{i}") for i in range(gpu_count))
+        gpus = tuple(MatrixGpu(name=f"GPU{i}") for i in range(gpu_count))
         nics: tuple[MatrixNic, ...] = ()
     else:
         gpus = tuple(
-            MatrixGpu(f"GPU{i}", draw(st.none() | CPULIST), draw(st.none() | NUMA), draw(st.none() | NUMA))
+            MatrixGpu(
+                name=f"GPU{i}",
+                cpu_affinity=draw(st.none() | CPULIST),
+                numa_affinity=draw(st.none() | NUMA),
+                gpu_numa_id=draw(st.none() | NUMA),
+            )
             for i in range(gpu_count)
         )
         old_style = draw(st.booleans())

@@ -56,7 +56,9 @@ def test_matrix_shape_matches_topo_json():
     assert [n.name for n in matrix.nics] == [f"NIC{i}" for i in range(8)]
     assert matrix.nics[0].device == "mlx5_0"
     assert matrix.links["NIC0"]["GPU0"] == matrix.links["GPU0"]["NIC0"] == "PXB"
-    assert matrix.gpus[4] == model.MatrixGpu("GPU4", "32-63", "1", None)
+    assert matrix.gpus[4] == model.MatrixGpu(
+        name="GPU4", cpu_affinity="32-63", numa_affinity="1", gpu_numa_id=None
+    )
     assert to_matrix(derive(vm_flat())).gpus[0].numa_affinity is None
 
 

@@ -27,10 +27,25 @@ class Box:
 
     def dev(self, addr, parent, numa, cls, gen=4, width=16, vendor=0x10B5, port=None, max_gen=None):
         hb = self.pci[parent].host_bridge if parent else f"pci{addr[:7]}"
-        link = model.PciLink(GEN_GTS.get(gen), width, GEN_GTS.get(max_gen or gen), 16 if width else None)
+        link = model.PciLink(
+            speed_gts=GEN_GTS.get(gen),
+            width=width,
+            max_speed_gts=GEN_GTS.get(max_gen or gen),
+            max_width=16 if width else None,
+        )
         cpus = self.cpus[numa] if numa is not None and numa >= 0 else None
-        self.pci[addr] = model.PciDevice(addr, cls, vendor, 0x1234, numa_node=numa, local_cpulist=cpus,
-                                         link=link, parent=parent, host_bridge=hb, port_type=port)
+        self.pci[addr] = model.PciDevice(
+            address=addr,
+            class_code=cls,
+            vendor_id=vendor,
+            device_id=0x1234,
+            numa_node=numa,
+            local_cpulist=cpus,
+            link=link,
+            parent=parent,
+            host_bridge=hb,
+            port_type=port,
+        )
         return addr
 
     def root_port(self, addr, numa):
@@ -43,30 +58,45 @@ class Box:
     def gpu(self, index, addr, parent, numa, gen=4, width=16, max_gen=None, fabric=None):
         self.dev(addr, parent, numa, GPU_3D, gen, width, vendor=0x10DE, port="endpoint", max_gen=max_gen)
         cpus = self.cpus[numa] if numa is not None and numa >= 0 else None
-        self.gpus.append(model.Gpu(index, "NVIDIA A100-SXM4-80GB", pci_address=addr, numa_node=numa,
-                                   cpu_affinity=cpus, compute_capability="8.0", fabric=fabric))
+        self.gpus.append(
+            model.Gpu(
+                index=index,
+                name="NVIDIA A100-SXM4-80GB",
+                pci_address=addr,
+                numa_node=numa,
+                cpu_affinity=cpus,
+                compute_capability="8.0",
+                fabric=fabric,
+            )
+        )
 
     def nic(self, name, addr, parent, numa, kind="ib"):
         self.dev(addr, parent, numa, IB if kind == "ib" else ETH, vendor=0x15B3, port="endpoint")
-        self.nics.append(model.Nic(name, kind, pci_address=addr,
-                                   ports=(model.NicPort(1, "ACTIVE", rate_gbps=200.0),)))
+        self.nics.append(model.Nic(name=name, kind=kind, pci_address=addr,
+                                   ports=(model.NicPort(port=1, state="ACTIVE", rate_gbps=200.0),)))
 
     def nvlink(self, a, b, count):
         addr = {g.index: g.pci_address for g in self.gpus}
         for x, y in ((a, b), (b, a)):
             have = self.links.setdefault(x, [])
-            have += [model.NvLink(len(have) + i, True, 4, addr[y], "gpu") for i in range(count)]
+            have += [
+                model.NvLink(
+                    link=len(have) + i, active=True, version=4, remote_pci_address=addr[y], remote_type="gpu"
+                )
+                for i in range(count)
+            ]
 
     def to_switch(self, index, switches, per_switch, down=0):
         have = self.links.setdefault(index, [])
         for sw in switches:
-            have += [model.NvLink(len(have) + i, True, 4, sw, "switch") for i in range(per_switch)]
+            have += [model.NvLink(link=len(have) + i, active=True, version=4, remote_pci_address=sw,
+                                  remote_type="switch") for i in range(per_switch)]
         for link in have[len(have) - down:] if down else ():
             have[have.index(link)] = replace(link, active=False)
 
     def snapshot(self, **kw) -> model.Snapshot:
         gpus = tuple(replace(g, nvlinks=tuple(self.links.get(g.index, ()))) for g in self.gpus)
-        numa = tuple(model.NumaNode(i, c) for i, c in enumerate(self.cpus))
+        numa = tuple(model.NumaNode(node=i, cpulist=c) for i, c in enumerate(self.cpus))
         return model.Snapshot(source="test", pci=dict(self.pci), gpus=gpus, nics=tuple(self.nics),
                               numa=numa, **kw)
 
@@ -172,7 +202,8 @@ def vm_flat() -> model.Snapshot:
 def nvl72_tray() -> model.Snapshot:
     """A GB200 compute tray: 4 GPUs, 18 links each into NVLink switch trays no PCI tree here shows."""
     box = Box(cpus=("0-71", "72-143"))
-    fabric = model.GpuFabric("completed", "5e5f2a1c-0000-4000-8000-00000000c1a0", 7, 0, 0)
+    fabric = model.GpuFabric(state="completed", cluster_uuid="5e5f2a1c-0000-4000-8000-00000000c1a0",
+                             clique_id=7, status=0, health_mask=0)
     for i in range(4):
         s = i // 2
         rp = box.root_port(f"000{s * 8}:00:0{i % 2 + 1}.0", s)

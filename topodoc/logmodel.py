@@ -35,7 +35,7 @@ class Evidence:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogError:
     """A warning or error found in the logs, explained.
 
@@ -75,7 +75,7 @@ class LogError:
     consequence_of: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvSetting:
     """``NCCL_X set by environment to Y`` (or ``NCCL_IB_HCA set to Y``) as NCCL echoed it."""
 
@@ -85,7 +85,7 @@ class EnvSetting:
     disables: str | None = None  # the feature the setting switches off, when it does
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NetDevice:
     """A device NCCL said it uses: an HCA port, a socket interface, an OOB/bootstrap interface, an OFI NIC.
 
@@ -103,7 +103,7 @@ class NetDevice:
     evidence: Evidence | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Connection:
     """One row of the per-rank connection table: a rank, a peer, and how they are connected.
 
@@ -127,7 +127,7 @@ class Connection:
     evidence: Evidence | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankInfo:
     """A rank of a communicator as an Init line (or a ``comm ... nRanks`` line) printed it."""
 
@@ -145,7 +145,7 @@ class RankInfo:
     evidence: Evidence | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Communicator:
     """A communicator: its id, size, and how far its ranks got (Init START / COMPLETE, destroy)."""
 
@@ -158,7 +158,7 @@ class Communicator:
     evidence: Evidence | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostSummary:
     """What the logs say about one host name (which may stand for several machines)."""
 
@@ -172,7 +172,7 @@ class HostSummary:
     gdr: bool | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogSummary:
     """The verdict: the fields a person (and a rule) looks at first. ``None`` = the logs do not say."""
 
@@ -200,7 +200,7 @@ class LogSummary:
     notes: tuple[str, ...] = ()  # limits the analysis hit (tables capped to keep memory bounded)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PluginInfo:
     """A plugin NCCL tried to load, and what became of it (REFERENCE.md §1.7-§1.9).
 
@@ -236,7 +236,7 @@ class PluginInfo:
 INFERENCE_KINDS = ("single_node", "nic_loopback", "first_failure", "hang", "version_range")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Inference:
     """A conclusion drawn across lines (:mod:`topodoc.parsers.nccl_log.infer`), never read off one line.
 
@@ -255,7 +255,7 @@ class Inference:
     unknown: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProcessPhase:
     """How far one process got (the last phase it logged), for a log that looks like a hang.
 
@@ -273,7 +273,7 @@ class ProcessPhase:
     evidence: Evidence | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostVersions:
     """The NCCL releases one host's message wordings fit (REFERENCE.md §1; the table is
     :mod:`topodoc.parsers.nccl_log.wordings`): ``first`` .. ``last`` (``None``: open-ended), the wording ids
@@ -287,7 +287,7 @@ class HostVersions:
     evidence: tuple[Evidence, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InputStats:
     name: str
     lines: int
@@ -296,7 +296,7 @@ class InputStats:
     long_lines: int = 0  # lines over the grammar's length limit, read by their two ends only
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogAnalysis:
     """Everything :func:`topodoc.parsers.nccl_log.analyze` found in one set of inputs."""
 

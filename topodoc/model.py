@@ -22,7 +22,7 @@ class GapReason(str, Enum):
     NOT_RECORDED = "not_recorded"  # a replayed recording does not hold it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gap:
     """Why a value is missing. ``what`` names the value, ``source`` where we tried to read it."""
 
@@ -32,7 +32,7 @@ class Gap:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostInfo:
     hostname: str | None = None
     kernel: str | None = None
@@ -45,7 +45,7 @@ class HostInfo:
     boot_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PciLink:
     """Link state of a PCI function: current and maximum speed (GT/s) and width (lanes)."""
 
@@ -55,7 +55,7 @@ class PciLink:
     max_width: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PciDevice:
     address: str  # canonical "0000:1a:00.0"
     class_code: int | None = None  # 0x030200
@@ -76,7 +76,7 @@ class PciDevice:
     sysfs_path: str | None = None  # real path under /sys/devices
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NvLink:
     link: int
     active: bool | None = None
@@ -85,7 +85,7 @@ class NvLink:
     remote_type: str | None = None  # "gpu", "switch", "ibmnpu", "unknown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuFabric:
     """NVL72-style GPU fabric identity (nvmlDeviceGetGpuFabricInfoV)."""
 
@@ -96,7 +96,7 @@ class GpuFabric:
     health_mask: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gpu:
     index: int
     name: str | None = None
@@ -126,7 +126,7 @@ class Gpu:
     gpu_numa_id: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuPair:
     """What NVML says about one unordered GPU pair (a < b)."""
 
@@ -142,7 +142,7 @@ class GpuPair:
     nvlink_count: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gid:
     index: int
     gid: str
@@ -150,7 +150,7 @@ class Gid:
     netdev: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NicPort:
     port: int
     state: str | None = None  # "ACTIVE", "DOWN", ...
@@ -161,7 +161,7 @@ class NicPort:
     gids: tuple[Gid, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Nic:
     """An RDMA device (``/sys/class/infiniband``), an EFA device, or a plain network function.
 
@@ -181,7 +181,7 @@ class Nic:
     node_guid: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NetInterface:
     name: str
     pci_address: str | None = None
@@ -193,7 +193,7 @@ class NetInterface:
     virtual: bool = False  # no PCI device behind it (lo, bridges, veth, ...)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NumaNode:
     node: int
     cpulist: str | None = None
@@ -201,7 +201,7 @@ class NumaNode:
     distances: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelInfo:
     release: str | None = None
     cmdline: str | None = None
@@ -214,7 +214,7 @@ class KernelInfo:
     dmabuf_supported: bool | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MatrixGpu:
     name: str  # "GPU0"
     cpu_affinity: str | None = None
@@ -228,7 +228,7 @@ class MatrixNic:
     device: str | None = None  # from the NIC legend
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConnectionMatrix:
     """An ``nvidia-smi topo -m`` style matrix (or ``-p2p`` when ``kind == "p2p"``).
 
@@ -244,7 +244,7 @@ class ConnectionMatrix:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DriverInfo:
     driver_version: str | None = None
     cuda_driver_version: int | None = None  # 12040 == 12.4
@@ -252,7 +252,7 @@ class DriverInfo:
     nvml_available: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """Everything the collectors saw on one machine (live or replayed)."""
 
@@ -275,7 +275,7 @@ class Snapshot:
     gaps: tuple[Gap, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclTestsResult:
     """One half of an nccl-tests row (out-of-place or in-place), values as printed.
 
@@ -290,7 +290,7 @@ class NcclTestsResult:
     wrong: int | float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclTestsRow:
     size: int  # bytes
     count: int | None = None  # elements
@@ -302,7 +302,7 @@ class NcclTestsRow:
     line: int = 0  # 1-based line number in the input
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclTestsDevice:
     """One ``#  Rank  3 Group  0 Pid 1234 on host device  3 [0x4a] NVIDIA A100-SXM4-80GB`` line."""
 
@@ -315,7 +315,7 @@ class NcclTestsDevice:
     pid: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclTestsRun:
     """One nccl-tests invocation's output (``all_reduce_perf`` and friends)."""
 

@@ -37,19 +37,25 @@ def fabric_graph(p: FabricPlan) -> Graph:
         first, last = s * p.nodes_per_unit + 1, min(p.nodes, (s + 1) * p.nodes_per_unit)
         count = last - first + 1 if one_by_one else p.nodes
         label = f"unit {s + 1}\nnodes {first}-{last}" if one_by_one else f"{units} units\n{p.nodes} nodes"
-        nodes.append(Node(f"unit{s}", "gpu", label + f"\n{count * p.gpus_per_node} GPUs"))
+        nodes.append(Node(id=f"unit{s}", kind="gpu", label=label + f"\n{count * p.gpus_per_node} GPUs"))
         for r in range(planes):
             leaf = f"leaf{s}.{r}"
             rail = f"rail {r}" if p.rails else "leaf"
             many = "" if one_by_one else f" x{math.ceil(p.nodes / p.nodes_per_unit)}"
             nodes.append(
-                Node(leaf, "switch", f"{rail} leaf{many}" + (f"\nunit {s + 1}" if one_by_one else ""))
+                Node(
+                    id=leaf,
+                    kind="switch",
+                    label=f"{rail} leaf{many}" + (f"\nunit {s + 1}" if one_by_one else ""),
+                )
             )
             per_node = 1 if p.rails else p.nics_per_node
-            edges.append(Edge(f"unit{s}", leaf, "pcie", f"{count * per_node} x {gbps}"))
+            edges.append(Edge(a=f"unit{s}", b=leaf, kind="pcie", label=f"{count * per_node} x {gbps}"))
             if p.tiers >= 2:
                 up = p.leaf_ports[1] * (1 if one_by_one else units)
-                edges.append(Edge(leaf, f"sg{_group(p, s, r, one_by_one)}", "pcie", f"{up} x {gbps}"))
+                edges.append(
+                    Edge(a=leaf, b=f"sg{_group(p, s, r, one_by_one)}", kind="pcie", label=f"{up} x {gbps}")
+                )
     _upper(p, nodes, edges, gbps)
     return Graph(tuple(nodes), tuple(_merge(edges)))
 
@@ -76,17 +82,23 @@ def _upper(p: FabricPlan, nodes: list[Node], edges: list[Edge], gbps: str) -> No
     for g in range(p.spine_groups):
         where = f"rail {g // pods} " if p.rails and (p.tiers == 3 or not joined) else ""
         pod = f"pod {g % pods + 1} " if p.tiers == 3 and pods > 1 else ""
-        nodes.append(Node(f"sg{g}", "nic", f"{where}{pod}spines x{p.spines_per_group}".strip()))
+        nodes.append(Node(id=f"sg{g}", kind="nic", label=f"{where}{pod}spines x{p.spines_per_group}".strip()))
         if p.tiers == 3:
             core = 0 if joined else g // pods
             edges.append(
-                Edge(f"sg{g}", f"core{core}", "pcie", f"{p.spines_per_group * _spine_up(p)} x {gbps}")
+                Edge(
+                    a=f"sg{g}",
+                    b=f"core{core}",
+                    kind="pcie",
+                    label=f"{p.spines_per_group * _spine_up(p)} x {gbps}",
+                )
             )
     if p.tiers == 3:
         for c in range(core_groups):
             where = f"rail {c} " if core_groups > 1 else ""
             nodes.append(
-                Node(f"core{c}", "nvswitch", f"{where}cores x{p.switches.core // core_groups}".strip())
+                Node(id=f"core{c}", kind="nvswitch",
+                     label=f"{where}cores x{p.switches.core // core_groups}".strip())
             )
 
 

@@ -55,13 +55,23 @@ def parse(text: str, source: str = "hwloc") -> Snapshot:
     gpus = tuple(sorted(state.gpus.values(), key=lambda g: g.index))
     gaps = (
         Gap(
-            "PCIe link generation and width",
-            GapReason.NOT_RECORDED,
-            source,
-            "hwloc records a GB/s figure per link (pci_link_speed), not generation and width",
+            what="PCIe link generation and width",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="hwloc records a GB/s figure per link (pci_link_speed), not generation and width",
         ),
-        Gap("NVLink", GapReason.NOT_RECORDED, source, "hwloc XML keeps NVLink only as a distance matrix"),
-        Gap("kernel", GapReason.NOT_RECORDED, source, "no kernel, driver or peer-memory state in the file"),
+        Gap(
+            what="NVLink",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="hwloc XML keeps NVLink only as a distance matrix",
+        ),
+        Gap(
+            what="kernel",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="no kernel, driver or peer-memory state in the file",
+        ),
     )
     return Snapshot(
         source=source,
@@ -111,7 +121,9 @@ class _State:
             self.numa.setdefault(
                 node,
                 NumaNode(
-                    node, cpulist=_cpulist(obj.get("cpuset")), memory_total_kb=_kb(obj.get("local_memory"))
+                    node=node,
+                    cpulist=_cpulist(obj.get("cpuset")),
+                    memory_total_kb=_kb(obj.get("local_memory")),
                 ),
             )
             return node

@@ -40,7 +40,7 @@ def parse(text: str, source: str = "nccl-topo") -> Snapshot:
     for cpu in root.iter("cpu"):
         node = _int(cpu.get("numaid"), 10)
         if node is not None and node >= 0:
-            numa.append(NumaNode(node, cpulist=_mask_cpulist(cpu.get("affinity"))))
+            numa.append(NumaNode(node=node, cpulist=_mask_cpulist(cpu.get("affinity"))))
         for child in cpu.findall("pci"):
             _walk(child, None, node, pci, gpus, nics)
     if not pci and not gpus:
@@ -50,22 +50,32 @@ def parse(text: str, source: str = "nccl-topo") -> Snapshot:
         gpus, nics, extra = _by_class(pci, source)
     if root.get("_cut"):
         extra += (
-            Gap("the rest of the file", GapReason.ERROR, source, f"the XML stops early: {root.get('_cut')}"),
+            Gap(
+                what="the rest of the file",
+                reason=GapReason.ERROR,
+                source=source,
+                detail=f"the XML stops early: {root.get('_cut')}",
+            ),
         )
     gaps = extra + (
         Gap(
-            "host bridges",
-            GapReason.NOT_RECORDED,
-            source,
-            "NCCL's topology file has no host bridges: devices under one <cpu> are taken as under one",
+            what="host bridges",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="NCCL's topology file has no host bridges: devices under one <cpu> are taken as under one",
         ),
         Gap(
-            "switch ports",
-            GapReason.NOT_RECORDED,
-            source,
-            "NCCL keeps one pci node per switch: root and downstream ports are not in the file",
+            what="switch ports",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="NCCL keeps one pci node per switch: root and downstream ports are not in the file",
         ),
-        Gap("kernel", GapReason.NOT_RECORDED, source, "no kernel, driver or peer-memory state in the file"),
+        Gap(
+            what="kernel",
+            reason=GapReason.NOT_RECORDED,
+            source=source,
+            detail="no kernel, driver or peer-memory state in the file",
+        ),
     )
     return Snapshot(
         source=source,
@@ -93,10 +103,11 @@ def _by_class(pci: dict[str, PciDevice], source: str) -> tuple[list[Gpu], list[N
         if pci[a].class_code >> 16 == 0x02
     ]
     gap = Gap(
-        "GPU indexes and NIC names",
-        GapReason.NOT_RECORDED,
-        source,
-        "the file has no <gpu>/<nic> elements: GPUs are numbered in PCI bus order, NICs named by address",
+        what="GPU indexes and NIC names",
+        reason=GapReason.NOT_RECORDED,
+        source=source,
+        detail="the file has no <gpu>/<nic> elements: GPUs are numbered in PCI bus order, NICs named by "
+        "address",
     )
     return gpus, nics, (gap,) if gpus or nics else ()
 

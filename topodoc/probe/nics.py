@@ -37,7 +37,7 @@ def _interface(reader: Reader, name: str) -> NetInterface:
     base = f"{NET}/{name}"
     real = reader.realpath(base, f"network interface {name}")
     if real is None:  # a link loop or dangling link: one gap, not one per attribute behind it
-        return NetInterface(name)
+        return NetInterface(name=name)
     pci = pci_address_of(reader, f"{base}/device")
     speed = (
         reader.parsed(f"{base}/speed", f"speed of {name}", dec_int, optional=True)
@@ -45,13 +45,13 @@ def _interface(reader: Reader, name: str) -> NetInterface:
         else None
     )
     return NetInterface(
-        name,
-        pci,
-        reader.link_name(f"{base}/device/driver") if pci else None,
-        speed if speed is not None and speed >= 0 else None,
-        reader.text(f"{base}/operstate", f"operstate of {name}", optional=True),
-        reader.parsed(f"{base}/mtu", f"mtu of {name}", dec_int, optional=True),
-        reader.text(f"{base}/address", f"MAC of {name}", optional=True),
+        name=name,
+        pci_address=pci,
+        driver=reader.link_name(f"{base}/device/driver") if pci else None,
+        speed_mbps=speed if speed is not None and speed >= 0 else None,
+        operstate=reader.text(f"{base}/operstate", f"operstate of {name}", optional=True),
+        mtu=reader.parsed(f"{base}/mtu", f"mtu of {name}", dec_int, optional=True),
+        mac=reader.text(f"{base}/address", f"MAC of {name}", optional=True),
         virtual=real.startswith("/sys/devices/virtual/") or pci is None,
     )
 
@@ -101,17 +101,17 @@ def _rdma(reader: Reader, name: str) -> Nic:
     ports = tuple(_port(reader, name, p) for p in numbers if p is not None and p >= 0)
     netdevs = tuple(reader.listdir(f"{base}/device/net", f"netdevs of {name}", optional=True)) if pci else ()
     return Nic(
-        name,
-        rdma_kind(vendor, ports),
-        pci,
-        vendor,
-        device,
-        driver,
-        netdevs,
-        ports,
-        reader.text(f"{base}/fw_ver", f"firmware of {name}", optional=True),
-        reader.text(f"{base}/hca_type", f"HCA type of {name}", optional=True),
-        reader.text(f"{base}/node_guid", f"node GUID of {name}", optional=True),
+        name=name,
+        kind=rdma_kind(vendor, ports),
+        pci_address=pci,
+        vendor_id=vendor,
+        device_id=device,
+        driver=driver,
+        netdevs=netdevs,
+        ports=ports,
+        fw_version=reader.text(f"{base}/fw_ver", f"firmware of {name}", optional=True),
+        hca_type=reader.text(f"{base}/hca_type", f"HCA type of {name}", optional=True),
+        node_guid=reader.text(f"{base}/node_guid", f"node GUID of {name}", optional=True),
     )
 
 
@@ -129,13 +129,13 @@ def _port(reader: Reader, dev: str, port: int) -> NicPort:
     label = f"{dev} port {port}"
     rate = reader.text(f"{base}/rate", f"rate of {label}", optional=True)
     return NicPort(
-        port,
-        _after_colon(reader.text(f"{base}/state", f"state of {label}")),
-        _after_colon(reader.text(f"{base}/phys_state", f"phys_state of {label}", optional=True)),
-        _rate_gbps(rate),
-        rate,
-        reader.text(f"{base}/link_layer", f"link layer of {label}", optional=True),
-        _gids(reader, base),
+        port=port,
+        state=_after_colon(reader.text(f"{base}/state", f"state of {label}")),
+        phys_state=_after_colon(reader.text(f"{base}/phys_state", f"phys_state of {label}", optional=True)),
+        rate_gbps=_rate_gbps(rate),
+        rate_text=rate,
+        link_layer=reader.text(f"{base}/link_layer", f"link layer of {label}", optional=True),
+        gids=_gids(reader, base),
     )
 
 
@@ -161,7 +161,14 @@ def _gids(reader: Reader, base: str) -> tuple[Gid, ...]:
             continue
         if value and value != ZERO_GID:
             gid_type = _quiet(reader, f"{base}/gid_attrs/types/{index}")
-            gids.append(Gid(index, value, gid_type, _quiet(reader, f"{base}/gid_attrs/ndevs/{index}")))
+            gids.append(
+                Gid(
+                    index=index,
+                    gid=value,
+                    type=gid_type,
+                    netdev=_quiet(reader, f"{base}/gid_attrs/ndevs/{index}"),
+                )
+            )
     return tuple(gids)
 
 
@@ -174,10 +181,20 @@ def _quiet(reader: Reader, path: str) -> str | None:
 
 def _cxi(reader: Reader, name: str) -> Nic:
     pci, vendor, device, driver = _identity(reader, f"{CXI}/{name}", name)
-    return Nic(name, "slingshot", pci, vendor, device, driver)
+    return Nic(
+        name=name, kind="slingshot", pci_address=pci, vendor_id=vendor, device_id=device, driver=driver
+    )
 
 
 def _plain(reader: Reader, iface: NetInterface) -> Nic:
     pci, vendor, device, driver = _identity(reader, f"{NET}/{iface.name}", iface.name)
     kind = "gvnic" if vendor == VENDOR_GOOGLE else "ethernet"
-    return Nic(iface.name, kind, pci, vendor, device, driver, (iface.name,))
+    return Nic(
+        name=iface.name,
+        kind=kind,
+        pci_address=pci,
+        vendor_id=vendor,
+        device_id=device,
+        driver=driver,
+        netdevs=(iface.name,),
+    )

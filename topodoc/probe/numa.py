@@ -30,7 +30,12 @@ def _node(reader: Reader, node: int) -> NumaNode:
     cpus = reader.parsed(f"{base}/cpulist", f"cpulist of NUMA node {node}", parse_cpulist)
     distances = reader.parsed(f"{base}/distance", f"distances of NUMA node {node}", _distances)
     memory = reader.parsed(f"{base}/meminfo", f"memory of NUMA node {node}", mem_total_kb)
-    return NumaNode(node, format_cpulist(cpus) if cpus is not None else None, memory, tuple(distances or ()))
+    return NumaNode(
+        node=node,
+        cpulist=format_cpulist(cpus) if cpus is not None else None,
+        memory_total_kb=memory,
+        distances=tuple(distances or ()),
+    )
 
 
 def _distances(text: str) -> list[int]:

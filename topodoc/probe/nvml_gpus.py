@@ -142,11 +142,11 @@ class Query:
             if lost_aborts and aborts(err):
                 raise GpuLost(err, fn) from err
             detail = f"{err.name}: {err.detail}" if err.code == TIMEOUT and err.detail else err.name
-            self.gaps.append(Gap(what, gap_reason(err), f"nvml:{fn}", detail))
+            self.gaps.append(Gap(what=what, reason=gap_reason(err), source=f"nvml:{fn}", detail=detail))
             return None
         if fn in EXPECTED and not fits(value, EXPECTED[fn]):
             detail = f"unexpected value {repr(value)[:60]}: not {EXPECTED[fn]}"
-            self.gaps.append(Gap(what, GapReason.ERROR, f"nvml:{fn}", detail))
+            self.gaps.append(Gap(what=what, reason=GapReason.ERROR, source=f"nvml:{fn}", detail=detail))
             return None
         return value
 
@@ -155,14 +155,21 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     try:
         nvml.call("nvmlInit")
     except NvmlError as err:
-        gaps.append(Gap("NVIDIA driver (NVML)", gap_reason(err), "nvml:nvmlInit", _init_detail(err)))
+        gaps.append(
+            Gap(
+                what="NVIDIA driver (NVML)",
+                reason=gap_reason(err),
+                source="nvml:nvmlInit",
+                detail=_init_detail(err),
+            )
+        )
         return DriverInfo(nvml_available=False), (), ()
     query = Query(nvml, gaps)
     driver = _driver(query)
     count = query("GPU count", "nvmlDeviceGetCount", lost_aborts=False) or 0
     if not 0 <= count <= MAX_GPUS:
-        gaps.append(Gap("GPU count", GapReason.ERROR, "nvml:nvmlDeviceGetCount",
-                        f"unexpected value {str(count)[:40]!r}"))
+        gaps.append(Gap(what="GPU count", reason=GapReason.ERROR, source="nvml:nvmlDeviceGetCount",
+                        detail=f"unexpected value {str(count)[:40]!r}"))
         count = 0
     gpus = tuple(_gpu(query, i) for i in range(count))
     alive = [g.index for g in gpus if not g.lost]
@@ -190,10 +197,10 @@ def _driver(query: Query) -> DriverInfo:
     except NvmlError:
         cuda = query("CUDA driver version", "nvmlSystemGetCudaDriverVersion", lost_aborts=False)
     return DriverInfo(
-        query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False),
-        plain_int(cuda),
-        query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False),
-        True,
+        driver_version=query("driver version", "nvmlSystemGetDriverVersion", lost_aborts=False),
+        cuda_driver_version=plain_int(cuda),
+        nvml_version=query("NVML version", "nvmlSystemGetNVMLVersion", lost_aborts=False),
+        nvml_available=True,
     )
 
 
@@ -202,10 +209,17 @@ def _gpu(query: Query, i: int) -> Gpu:
         return _gpu_fields(query, i)
     except GpuLost as stop:
         source = f"nvml:{stop.call}" if stop.call else "nvml"
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, source, stop.detail))
+        query.gaps.append(Gap(what=f"GPU {i}", reason=GapReason.ERROR, source=source, detail=stop.detail))
         return Gpu(index=i, lost=stop.lost)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError, IndexError) as err:
-        query.gaps.append(Gap(f"GPU {i}", GapReason.ERROR, "nvml", f"unexpected value: {str(err)[:200]}"))
+        query.gaps.append(
+            Gap(
+                what=f"GPU {i}",
+                reason=GapReason.ERROR,
+                source="nvml",
+                detail=f"unexpected value: {str(err)[:200]}",
+            )
+        )
         return Gpu(index=i)
 
 
@@ -271,9 +285,15 @@ def machine_gaps(misses: list[nvml_grace.Miss]) -> list[Gap]:
     for m in misses:
         detail = "not in the recording" if isinstance(m.error, NotRecorded) else m.error.name
         groups.setdefault((m.what, gap_reason(m.error), m.source, detail), []).append(m.gpu)
-    return [Gap(f"{what} of {len(gpus)} GPUs" if len(gpus) > 1 else f"{what} of GPU {gpus[0]}", reason,
-                source, detail)
-            for (what, reason, source, detail), gpus in groups.items()]
+    return [
+        Gap(
+            what=f"{what} of {len(gpus)} GPUs" if len(gpus) > 1 else f"{what} of GPU {gpus[0]}",
+            reason=reason,
+            source=source,
+            detail=detail,
+        )
+        for (what, reason, source, detail), gpus in groups.items()
+    ]
 
 
 def mask_to_cpulist(words: list[int] | None) -> str | None:
@@ -305,7 +325,8 @@ def _squash_link_gaps(gaps: list[Gap], start: int, i: int) -> None:
         if len(members) == 1:
             gaps.append(members[0])
         else:
-            gaps.append(Gap(what.replace("NVLink of", f"{len(members)} NVLinks of"), reason, source, detail))
+            gaps.append(Gap(what=what.replace("NVLink of", f"{len(members)} NVLinks of"), reason=reason,
+                            source=source, detail=detail))
 
 
 def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
@@ -316,14 +337,28 @@ def _each_link(query: Query, i: int) -> tuple[NvLink, ...]:
         except NotRecorded as err:
             # a tape from a recorder that stopped at the first absent link ends right after it
             if not absent:
-                query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
+                query.gaps.append(
+                    Gap(
+                        what=f"NVLink {link} of GPU {i}",
+                        reason=gap_reason(err),
+                        source="nvml",
+                        detail=err.name,
+                    )
+                )
             break
         except NvmlError as err:
             if aborts(err):
                 raise GpuLost(err, "nvmlDeviceGetNvLinkState") from err
             absent = err.code in (INVALID_ARGUMENT, NOT_SUPPORTED)
             if not absent:
-                query.gaps.append(Gap(f"NVLink {link} of GPU {i}", gap_reason(err), "nvml", err.name))
+                query.gaps.append(
+                    Gap(
+                        what=f"NVLink {link} of GPU {i}",
+                        reason=gap_reason(err),
+                        source="nvml",
+                        detail=err.name,
+                    )
+                )
             continue
         links.append(_link(query, i, link, bool(state)))
     return tuple(links)
@@ -346,16 +381,16 @@ def _link_count(query: Query, i: int) -> int:
 
 def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
     if not active:
-        return NvLink(link, active=False)
+        return NvLink(link=link, active=False)
     what = f"NVLink {link} of GPU {i}"
     remote = query(f"remote PCI of {what}", "nvmlDeviceGetNvLinkRemotePciInfo", i, link) or {}
     kind = query(f"remote type of {what}", "nvmlDeviceGetNvLinkRemoteDeviceType", i, link)
     return NvLink(
-        link,
-        True,
-        query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
-        _address(remote.get("busId")),
-        REMOTE_TYPE.get(kind) if kind is not None else None,
+        link=link,
+        active=True,
+        version=query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
+        remote_pci_address=_address(remote.get("busId")),
+        remote_type=REMOTE_TYPE.get(kind) if kind is not None else None,
     )
 
 
@@ -363,11 +398,11 @@ def _fabric(info: dict | None) -> GpuFabric | None:
     if not info:
         return None
     return GpuFabric(
-        FABRIC_STATE.get(plain_int(info.get("state")), str(info.get("state"))[:40]),
-        _uuid(info.get("clusterUuid")),
-        plain_int(info.get("cliqueId")),
-        plain_int(info.get("status")),
-        plain_int(info.get("healthMask")),
+        state=FABRIC_STATE.get(plain_int(info.get("state")), str(info.get("state"))[:40]),
+        cluster_uuid=_uuid(info.get("clusterUuid")),
+        clique_id=plain_int(info.get("cliqueId")),
+        status=plain_int(info.get("status")),
+        health_mask=plain_int(info.get("healthMask")),
     )
 
 
@@ -388,7 +423,7 @@ def _pair(query: Query, a: int, b: int) -> GpuPair:
     level = query(
         f"common_ancestor GPU{a}-GPU{b}", "nvmlDeviceGetTopologyCommonAncestor", a, b, lost_aborts=False
     )
-    return GpuPair(a, b, common_ancestor=ANCESTOR.get(level) if level is not None else None, **values)
+    return GpuPair(a=a, b=b, common_ancestor=ANCESTOR.get(level) if level is not None else None, **values)
 
 
 def _squash_pair_gaps(gaps: list[Gap]) -> None:
@@ -399,4 +434,4 @@ def _squash_pair_gaps(gaps: list[Gap]) -> None:
     counts = Counter((g.what.split(" GPU")[0], g.reason, g.source, g.detail) for g in pair_gaps)
     gaps[:] = [g for g in gaps if g not in pair_gaps]
     for (field, reason, source, detail), n in counts.items():
-        gaps.append(Gap(f"{field} of {n} GPU pairs", reason, source, detail))
+        gaps.append(Gap(what=f"{field} of {n} GPU pairs", reason=reason, source=source, detail=detail))

@@ -26,7 +26,7 @@ class Reader:
         self.gaps = gaps
 
     def gap(self, what: str, reason: GapReason, source: str = "", detail: str = "") -> None:
-        self.gaps.append(Gap(what, reason, source, detail))
+        self.gaps.append(Gap(what=what, reason=reason, source=source, detail=detail))
 
     def text(self, path: str, what: str, *, optional: bool = False) -> str | None:
         """The file's text, stripped; ``optional`` files that are absent give None without a Gap."""

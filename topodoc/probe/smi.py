@@ -19,22 +19,42 @@ def collect_smi_topo(runner, gaps: list[Gap]) -> ConnectionMatrix | None:
     if result.missing:
         if result.stderr == "not recorded":
             gaps.append(
-                Gap(WHAT, GapReason.NOT_RECORDED, "command", "the recording holds no nvidia-smi output")
+                Gap(
+                    what=WHAT,
+                    reason=GapReason.NOT_RECORDED,
+                    source="command",
+                    detail="the recording holds no nvidia-smi output",
+                )
             )
         else:
-            gaps.append(Gap(WHAT, GapReason.MISSING, "command", "nvidia-smi is not installed"))
+            gaps.append(
+                Gap(
+                    what=WHAT,
+                    reason=GapReason.MISSING,
+                    source="command",
+                    detail="nvidia-smi is not installed",
+                )
+            )
         return None
     if result.timed_out:
         note = result.stderr.strip()
         detail = note if note.startswith("[topodoc:") else f"no answer within {TIMEOUT_S:g} s (killed)"
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", detail))
+        gaps.append(Gap(what=WHAT, reason=GapReason.ERROR, source="command", detail=detail))
         return None
     if result.truncated:
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", "output without end: cut and stopped at the cap"))
+        gaps.append(
+            Gap(
+                what=WHAT,
+                reason=GapReason.ERROR,
+                source="command",
+                detail="output without end: cut and stopped at the cap",
+            )
+        )
         return None
     if result.returncode != 0:
         detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:1])[:200]
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"exit {result.returncode}: {detail}"))
+        gaps.append(Gap(what=WHAT, reason=GapReason.ERROR, source="command",
+                        detail=f"exit {result.returncode}: {detail}"))
         return None
     return _parse(result.stdout, gaps)
 
@@ -43,10 +63,18 @@ def _parse(text: str, gaps: list[Gap]) -> ConnectionMatrix | None:
     try:
         from topodoc.parsers.smi_topo import SmiTopoParseError, parse
     except ImportError:
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", "the topo -m parser is not available"))
+        gaps.append(
+            Gap(
+                what=WHAT,
+                reason=GapReason.ERROR,
+                source="command",
+                detail="the topo -m parser is not available",
+            )
+        )
         return None
     try:
         return parse(text)
     except SmiTopoParseError as err:
-        gaps.append(Gap(WHAT, GapReason.ERROR, "command", f"unparseable output: {err}"))
+        gaps.append(Gap(what=WHAT, reason=GapReason.ERROR, source="command",
+                        detail=f"unparseable output: {err}"))
         return None

@@ -190,10 +190,10 @@ def _apply_lspci(b: _Builder, item: TextInput) -> None:
                 b.gpu(Gpu(index=i, pci_address=a), "lspci", b.prov[a][1])
         b.gaps.append(
             Gap(
-                "GPU indexes",
-                GapReason.NOT_RECORDED,
-                item.path,
-                "lspci gives no GPU indexes: taken in PCI bus order, as nvidia-smi numbers them",
+                what="GPU indexes",
+                reason=GapReason.NOT_RECORDED,
+                source=item.path,
+                detail="lspci gives no GPU indexes: taken in PCI bus order, as nvidia-smi numbers them",
             )
         )
     for gpu in list(b.gpus.values()):
@@ -253,17 +253,23 @@ def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
             index = max(b.gpus) + 1
         b.gaps.append(
             Gap(
-                f"GPU index of {address}",
-                GapReason.ERROR,
-                where,
-                "nvidia-smi could not open it: its index is its place in PCI bus order",
+                what=f"GPU index of {address}",
+                reason=GapReason.ERROR,
+                source=where,
+                detail="nvidia-smi could not open it: its index is its place in PCI bus order",
             )
         )
     b.gpus[index] = replace(b.gpus.get(index) or Gpu(index=index, pci_address=address), lost=True)
     # nvidia-smi's "Unable to determine the device handle ... GPU is lost" is its handle lookup answering
     # GPU_IS_LOST: the gap names that call, as the live collector names the call that failed
-    b.gaps.append(Gap(f"GPU {index}", GapReason.ERROR, "nvml:nvmlDeviceGetHandleByPciBusId",
-                      "GpuIsLost: nvidia-smi could not open the GPU"))
+    b.gaps.append(
+        Gap(
+            what=f"GPU {index}",
+            reason=GapReason.ERROR,
+            source="nvml:nvmlDeviceGetHandleByPciBusId",
+            detail="GpuIsLost: nvidia-smi could not open the GPU",
+        )
+    )
     b.prov[f"gpu{index}"] = ("nvidia-smi-q", where)
 
 
@@ -318,7 +324,7 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
             for col, cell in cells.items():
                 c = gpu_number(col)
                 if a is not None and c is not None and a < c:
-                    old = b.pairs.get((a, c), GpuPair(a, c))
+                    old = b.pairs.get((a, c), GpuPair(a=a, b=c))
                     b.pairs[(a, c)] = replace(old, **{f"p2p_{mode}": cell})
                     b.prov[f"pair{a}-{c}"] = ("smi-topo", f"{item.path}:{lines.get(row, 0)}")
         return
@@ -356,7 +362,7 @@ def _apply_matrix(b: _Builder, item: TextInput) -> None:
             a, c = gpu_number(row), gpu_number(col)
             if a is not None and c is not None and a < c and cell.startswith("NV"):
                 count = int(cell[2:]) if cell[2:].isdigit() and len(cell) < 6 else None
-                old = b.pairs.get((a, c), GpuPair(a, c))
+                old = b.pairs.get((a, c), GpuPair(a=a, b=c))
                 b.pairs[(a, c)] = replace(old, p2p_nvlink="OK", nvlink_count=count)
                 b.prov.setdefault(f"pair{a}-{c}", ("smi-topo", f"{item.path}:{lines.get(row, 0)}"))
 

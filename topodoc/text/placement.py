@@ -103,10 +103,10 @@ def place_from_matrix(b) -> None:
             b.labels[address] = "a stand-in bridge [topo -m]"
     b.gaps.append(
         Gap(
-            "PCI placement",
-            GapReason.NOT_RECORDED,
-            b.matrix_path,
-            "from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them",
+            what="PCI placement",
+            reason=GapReason.NOT_RECORDED,
+            source=b.matrix_path,
+            detail="from nvidia-smi topo -m classes: a stand-in PCIe tree (domain fffe) that reproduces them",
         )
     )
     b.facts.add("placement-from-matrix")

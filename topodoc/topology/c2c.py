@@ -26,7 +26,7 @@ def cpu_path(gpu: GpuEnd) -> str | None:
 
 
 def c2c_link(gpu: GpuEnd, cpu: Hop) -> Link:
-    return Link(C2C, gpu.name, cpu.id, bandwidth_gbps=gpu.c2c_gbps, max_bandwidth_gbps=gpu.c2c_gbps,
+    return Link(kind=C2C, a=gpu.name, b=cpu.id, bandwidth_gbps=gpu.c2c_gbps, max_bandwidth_gbps=gpu.c2c_gbps,
                 c2c_links=gpu.c2c_links)
 
 

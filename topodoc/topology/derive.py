@@ -105,7 +105,7 @@ _NCCL_OF = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS
 def _as_printed(conn: Connection, printed: dict[tuple[str, str], str]) -> Connection:
     cell = printed.get((conn.a, conn.b))
     if cell is None:
-        return Connection(conn.a, conn.b, "N/A", None)
+        return Connection(a=conn.a, b=conn.b, smi="N/A", pci_level=None)
     if cell not in _NCCL_OF or conn.pci_level == cell:
         return conn
     nccl = conn.nccl if conn.nccl in ("NVL", "NVB", "PXN", "P2C", "C2C") else _NCCL_OF[cell]
@@ -168,8 +168,16 @@ def _gpu_pair(ctx: _Ctx, a: GpuEnd, b: GpuEnd) -> Connection:
     count, switched = nvlink.bond(ctx.links, a.index, b.index)
     pcie = ctx.builder.route(a.pci_address, b.pci_address) if a.pci_address and b.pci_address else None
     nv_route = nvlink.route(ctx.links, ctx.gpu_hops, a.index, b.index)
-    conn = Connection(a.name, b.name, f"NV{count}" if count else level or "N/A", level, count,
-                      pcie=pcie, route=pcie or Route(), through_nvswitch=switched)
+    conn = Connection(
+        a=a.name,
+        b=b.name,
+        smi=f"NV{count}" if count else level or "N/A",
+        pci_level=level,
+        nvlinks=count,
+        pcie=pcie,
+        route=pcie or Route(),
+        through_nvswitch=switched,
+    )
     if count:
         return replace(conn, nccl="NVL", route=nv_route)
     long_pcie = pcie is None or pcitree.nccl_hops(pci, a.pci_address, b.pci_address) > 2
@@ -182,11 +190,18 @@ def _gpu_pair(ctx: _Ctx, a: GpuEnd, b: GpuEnd) -> Connection:
 def _pci_conn(ctx: _Ctx, a_name: str, a_addr: str | None, b_name: str, b_addr: str | None) -> Connection:
     pci = ctx.snapshot.pci
     if not a_addr or not b_addr or a_addr not in pci or b_addr not in pci:
-        return Connection(a_name, b_name, "N/A", None)
+        return Connection(a=a_name, b=b_name, smi="N/A", pci_level=None)
     level = pcitree.smi_level(pci, a_addr, b_addr)
     route = ctx.builder.route(a_addr, b_addr) or Route()
-    return Connection(a_name, b_name, level or "N/A", level, nccl=pcitree.nccl_level(pci, a_addr, b_addr)
-                      or "SYS", pcie=route, route=route)
+    return Connection(
+        a=a_name,
+        b=b_name,
+        smi=level or "N/A",
+        pci_level=level,
+        nccl=pcitree.nccl_level(pci, a_addr, b_addr) or "SYS",
+        pcie=route,
+        route=route,
+    )
 
 
 def _gpu_nic(ctx: _Ctx, gpu: GpuEnd, nic: NicEnd) -> Connection:

@@ -44,7 +44,7 @@ class _Builder:
         if key not in self.nodes:
             cpus = self.numa_cpus.get(node) if node is not None else None
             label = f"NUMA {node}" if key != "numa?" else "CPU (no NUMA node)"
-            self.nodes[key] = Node(key, "numa", label + (f"\nCPUs {cpus}" if cpus else ""))
+            self.nodes[key] = Node(id=key, kind="numa", label=label + (f"\nCPUs {cpus}" if cpus else ""))
         return key
 
     def add(self, node: Node) -> None:
@@ -67,24 +67,37 @@ class _Builder:
         bridge = pcitree.host_bridge(self.pci, address) or "pci?"
         self._edge(child_addr, child_id, bridge)
         if bridge not in self.nodes:
-            self.add(Node(bridge, "host_bridge", f"host bridge\n{bridge}", node.parent))
+            self.add(Node(id=bridge, kind="host_bridge", label=f"host bridge\n{bridge}", parent=node.parent))
             if node.parent:
-                self.edges.append(Edge(node.parent, bridge, "internal"))
+                self.edges.append(Edge(a=node.parent, b=bridge, kind="internal"))
 
     def _port_node(self, address: str, kind: str, parent: str | None) -> Node:
         dev = self.pci.get(address)
         vendor = _VENDORS.get(dev.vendor_id or 0, "") if dev else ""
         if kind == UPSTREAM:
-            return Node(address, "switch", f"{vendor} PCIe switch".strip() + f"\n{address}", parent)
+            return Node(
+                id=address,
+                kind="switch",
+                label=f"{vendor} PCIe switch".strip() + f"\n{address}",
+                parent=parent,
+            )
         if kind == ROOT_PORT:
-            return Node(address, "root_port", f"root port\n{address}", parent)
-        return Node(address, BRIDGE, f"bridge\n{address}", parent)
+            return Node(id=address, kind="root_port", label=f"root port\n{address}", parent=parent)
+        return Node(id=address, kind=BRIDGE, label=f"bridge\n{address}", parent=parent)
 
     def _edge(self, child_addr: str, child_id: str, parent_id: str) -> None:
         if any(e.a == parent_id and e.b == child_id for e in self.edges):
             return
         link = pcitree.pcie_link(self.pci, child_addr, child_id, parent_id)
-        self.edges.append(Edge(parent_id, child_id, PCIE, _link_label(link), bool(link and link.degraded)))
+        self.edges.append(
+            Edge(
+                a=parent_id,
+                b=child_id,
+                kind=PCIE,
+                label=_link_label(link),
+                degraded=bool(link and link.degraded),
+            )
+        )
 
 
 def _link_label(link: Link | None) -> str:
@@ -98,14 +111,19 @@ def build(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...], nics: tuple[NicEnd
           pairs: tuple[Connection, ...], links: dict[int, nvlink.GpuLinks]) -> Graph:
     b = _Builder(snapshot)
     for gpu in gpus:
-        node = Node(gpu.name, "gpu", f"{gpu.name}\n{gpu.model or 'GPU'}", b.numa(gpu.pci_address))
+        node = Node(
+            id=gpu.name, kind="gpu", label=f"{gpu.name}\n{gpu.model or 'GPU'}", parent=b.numa(gpu.pci_address)
+        )
         _place(b, gpu.pci_address, node)
     for nic in nics:
-        node = Node(nic.name, "nic", f"{nic.name}\n{nic.device} ({nic.kind})", b.numa(nic.pci_address))
+        node = Node(id=nic.name, kind="nic", label=f"{nic.name}\n{nic.device} ({nic.kind})",
+                    parent=b.numa(nic.pci_address))
         _place(b, nic.pci_address, node)
     numas = sorted(n for n in b.nodes if b.nodes[n].kind == "numa")
-    b.edges += [Edge(x, y, SMP, "CPU interconnect") for x, y in zip(numas, numas[1:], strict=False)]
-    b.edges += [Edge(g.name, b.numa(g.pci_address), C2C, f"NVLink-C2C x{g.c2c_links}") for g in gpus
+    b.edges += [Edge(a=x, b=y, kind=SMP, label="CPU interconnect") for x, y in zip(numas, numas[1:],
+                                                                                   strict=False)]
+    b.edges += [Edge(a=g.name, b=b.numa(g.pci_address), kind=C2C,
+                     label=f"NVLink-C2C x{g.c2c_links}") for g in gpus
                 if g.c2c_links]  # Grace: the GPU's coherent link to its own CPU
     _add_nvlink(b, links, gpus, pairs)
     return Graph(tuple(b.nodes.values()), tuple(b.edges))
@@ -124,7 +142,7 @@ def _add_nvlink(b: _Builder, links: dict[int, nvlink.GpuLinks], gpus: tuple[GpuE
     if switched:
         chips = {s for info in links.values() for s in info.switches if s != NVSWITCH}
         detail = f"\n{len(chips)} chips" if chips else ""
-        b.add(Node(NVSWITCH, "nvswitch", "NVSwitch" + detail))
-        b.edges += [Edge(g.name, NVSWITCH, NVLINK, f"NV{g.nvswitch_links}") for g in switched]
-    b.edges += [Edge(p.a, p.b, NVLINK, f"NV{p.nvlinks}") for p in pairs
+        b.add(Node(id=NVSWITCH, kind="nvswitch", label="NVSwitch" + detail))
+        b.edges += [Edge(a=g.name, b=NVSWITCH, kind=NVLINK, label=f"NV{g.nvswitch_links}") for g in switched]
+    b.edges += [Edge(a=p.a, b=p.b, kind=NVLINK, label=f"NV{p.nvlinks}") for p in pairs
                 if p.nvlinks and not p.through_nvswitch]

@@ -33,9 +33,12 @@ def to_matrix(topology: Topology, *, all_nics: bool = False) -> model.Connection
     for row in names:
         links[row] = {col: "X" if col == row else links[row].get(col, "N/A") for col in names}
     gpus = tuple(
-        model.MatrixGpu(g.name, g.cpu_affinity or None,
-                        str(g.numa_node) if g.numa_node is not None and g.numa_node >= 0 else None,
-                        str(g.gpu_numa_id) if g.gpu_numa_id is not None else None)
+        model.MatrixGpu(
+            name=g.name,
+            cpu_affinity=g.cpu_affinity or None,
+            numa_affinity=str(g.numa_node) if g.numa_node is not None and g.numa_node >= 0 else None,
+            gpu_numa_id=str(g.gpu_numa_id) if g.gpu_numa_id is not None else None,
+        )
         for g in topology.gpus
     )
     return model.ConnectionMatrix(kind="topo", gpus=gpus,
@@ -79,7 +82,7 @@ def compare(derived: model.ConnectionMatrix, printed: model.ConnectionMatrix) ->
             d = derived.links.get(d_by.get(row, ""), {}).get(d_by.get(col, ""))
             p = printed.links.get(p_by.get(row, ""), {}).get(p_by.get(col, ""))
             if d != p:
-                diffs.append(CellDiff(label[row], label[col], d, p))
+                diffs.append(CellDiff(row=label[row], column=label[col], derived=d, printed=p))
     return diffs + _affinity_diffs(derived, printed)
 
 
@@ -87,12 +90,12 @@ def _affinity_diffs(derived: model.ConnectionMatrix, printed: model.ConnectionMa
     ours = {g.name: g for g in derived.gpus}
     diffs = []
     for theirs in printed.gpus:
-        mine = ours.get(theirs.name, model.MatrixGpu(theirs.name))
+        mine = ours.get(theirs.name, model.MatrixGpu(name=theirs.name))
         for column, attr in AFFINITY_COLUMNS.items():
             p, d = getattr(theirs, attr), getattr(mine, attr)
             if p is None:
                 continue
             same = cpuset(p) == cpuset(d) if attr == "cpu_affinity" else p == d
             if not same:
-                diffs.append(CellDiff(theirs.name, column, d, p))
+                diffs.append(CellDiff(row=theirs.name, column=column, derived=d, printed=p))
     return diffs

@@ -128,7 +128,7 @@ def relay(links: dict[int, GpuLinks], a: int, b: int) -> int | None:
 
 def _link(links: dict[int, GpuLinks], g: int, a_id: str, b_id: str, count: int) -> Link:
     info = links[g]
-    return Link(NVLINK, a_id, b_id, nvlinks=count, nvlink_version=info.version,
+    return Link(kind=NVLINK, a=a_id, b=b_id, nvlinks=count, nvlink_version=info.version,
                 bandwidth_gbps=rates.nvlink_gbps(count, info.version, info.compute_capability))
 
 

@@ -163,9 +163,17 @@ def pcie_link(pci: dict[str, model.PciDevice], child: str, child_id: str, parent
     if up is not None:
         max_gen = _min(max_gen, rates.gen_of(up.link.max_speed_gts))
         max_width = _min(max_width, up.link.max_width)
-    return Link(PCIE, parent_id, child_id, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
-                bandwidth_gbps=rates.pcie_gbps(gen, width),
-                max_bandwidth_gbps=rates.pcie_gbps(max_gen, max_width))
+    return Link(
+        kind=PCIE,
+        a=parent_id,
+        b=child_id,
+        gen=gen,
+        width=width,
+        max_gen=max_gen,
+        max_width=max_width,
+        bandwidth_gbps=rates.pcie_gbps(gen, width),
+        max_bandwidth_gbps=rates.pcie_gbps(max_gen, max_width),
+    )
 
 
 def _min(x: int | None, y: int | None) -> int | None:
@@ -259,7 +267,7 @@ class RouteBuilder:
         for i, addr in enumerate(up):
             link = self._link(addr, hops[i].id, hops[i + 1].id)
             links += [link] if link else []
-        links += [Link(SMP, x.id, y.id) for x, y in zip(middle, middle[1:], strict=False)
+        links += [Link(kind=SMP, a=x.id, b=y.id) for x, y in zip(middle, middle[1:], strict=False)
                   if x.kind == NUMA and y.kind == NUMA]
         offset = len(up) + len(middle)
         for j, addr in enumerate(reversed(down)):

@@ -22,8 +22,14 @@ def classify(snapshot: model.Snapshot, gpus: tuple[GpuEnd, ...], pairs: tuple[Co
     pcie_kind, pcie_text = _pcie_kind(snapshot, gpus)
     sockets = _sockets(snapshot, gpus)
     parts = [nv_text, pcie_text, f"{sockets} socket{'s' * (sockets != 1)}", f"{len(gpus)} GPUs"]
-    return MachineShape(nv_kind, pcie_kind, len(gpus), sockets, " · ".join(parts),
-                        _shape_notes(gpus, pairs, nv_kind))
+    return MachineShape(
+        nvlink=nv_kind,
+        pcie=pcie_kind,
+        gpus=len(gpus),
+        sockets=sockets,
+        name=" · ".join(parts),
+        notes=_shape_notes(gpus, pairs, nv_kind),
+    )
 
 
 def _counts(pairs: tuple[Connection, ...]) -> str:

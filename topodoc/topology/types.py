@@ -39,7 +39,7 @@ class Hop:
     label: str = ""  # for people: "PLX switch 10b5:c010", "NUMA 0 (CPUs 0-31)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Link:
     """One link between two hops. Bandwidths are theoretical, per direction, in GB/s."""
 
@@ -71,7 +71,7 @@ class Route:
     bottleneck: Link | None = None  # the lowest-bandwidth link with a known bandwidth
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Connection:
     """Everything derived about one endpoint pair (``a`` < ``b`` in matrix order)."""
 
@@ -87,7 +87,7 @@ class Connection:
     through_nvswitch: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuEnd:
     name: str  # "GPU0"
     index: int
@@ -105,7 +105,7 @@ class GpuEnd:
     cpu_path: str | None = None  # NCCL's path type to the local CPU: "C2C" over NVLink-C2C, else "PHB"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NicEnd:
     name: str  # "NIC0"
     device: str  # "mlx5_0", "efa0", "eth1"
@@ -117,7 +117,7 @@ class NicEnd:
     ports_down: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MachineShape:
     """How the machine is built, named. ``nvlink``: "nvswitch", "fabric-clique", "bridge-pairs",
     "hybrid-cube-mesh", "partial-mesh", "none". ``pcie``: "switches", "root-ports", "flat-vm",
@@ -131,7 +131,7 @@ class MachineShape:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Node:
     """A box in the diagram. ``parent`` groups it inside another node (a socket)."""
 
@@ -141,7 +141,7 @@ class Node:
     parent: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Edge:
     a: str
     b: str
@@ -156,7 +156,7 @@ class Graph:
     edges: tuple[Edge, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Topology:
     source: str
     shape: MachineShape
@@ -183,7 +183,7 @@ class Topology:
         return index
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellDiff:
     """One cell where the derived matrix and nvidia-smi's own matrix disagree."""
 

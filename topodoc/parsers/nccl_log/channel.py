@@ -100,7 +100,19 @@ def row(place_key: bytes, rest: bytes, ev: Evidence) -> Connection | None:
     src, dst, direction, via = int(found[1]), int(found[2]), found[3], found[4].rstrip()
     rank, peer = (dst, src) if direction == "receive" else (src, dst)
     transport, nic, gdr, proxy, flags = _via(via)
-    return Connection(rank, peer, transport, direction, host_of(place_key), nic, gdr, proxy, flags, 1, ev)
+    return Connection(
+        rank=rank,
+        peer=peer,
+        transport=transport,
+        direction=direction,
+        host=host_of(place_key),
+        nic=nic,
+        gdr=gdr,
+        proxy_rank=proxy,
+        flags=flags,
+        channels=1,
+        evidence=ev,
+    )
 
 
 def _via(via: str) -> tuple[str, int | None, bool | None, int | None, tuple[str, ...]]:

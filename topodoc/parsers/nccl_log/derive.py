@@ -147,5 +147,5 @@ def env_settings(state: LogState) -> tuple[EnvSetting, ...]:
     out = []
     for (name, value), ev in state.env.items():
         disables = _DISABLES.get((name, value.upper() if value.lower() != "none" else "none"))
-        out.append(EnvSetting(name, value, ev, disables))
+        out.append(EnvSetting(name=name, value=value, evidence=ev, disables=disables))
     return tuple(sorted(out, key=lambda e: (e.name, e.evidence.file, e.evidence.line)))

@@ -245,7 +245,7 @@ def _bootstrap(state: LogState, rec: Record, ev: Evidence) -> None:
     if found:
         # NCCL 2.3 prints every candidate socket interface this way: one host, several addresses
         role = "socket" if rec.msg.startswith("NET : Using interface") else "bootstrap"
-        _device(state, NetDevice(rec.host, role, found[1], address=found[2], evidence=ev))
+        _device(state, NetDevice(host=rec.host, role=role, name=found[1], address=found[2], evidence=ev))
         state.note_address(rec.host, found[2], ev)
 
 
@@ -254,13 +254,21 @@ def _net_ib(state: LogState, rec: Record, ev: Evidence) -> None:
     if "Using [" in msg or msg.startswith("NET/IB: ["):  # the summary line, or a per-device line
         for idx, name, port, layer in _IB_DEV.findall(msg.split("; OOB")[0]):
             sharp = f"{name}:{port}/{layer}/SHARP" in msg
-            device = NetDevice(rec.host, "hca", name, int(idx), int(port), layer, evidence=ev)
+            device = NetDevice(
+                host=rec.host,
+                role="hca",
+                name=name,
+                index=int(idx),
+                port=int(port),
+                link_layer=layer,
+                evidence=ev,
+            )
             _device(state, device)
             if sharp:
                 state.plugins.setdefault("sharp", ev)
         oob = _OOB.search(msg)
         if oob:
-            _device(state, NetDevice(rec.host, "oob", oob[1], address=oob[2], evidence=ev))
+            _device(state, NetDevice(host=rec.host, role="oob", name=oob[1], address=oob[2], evidence=ev))
             state.note_address(rec.host, oob[2], ev)
     elif "GPU Direct RDMA" in msg:
         _gdr_line(state, rec, ev)
@@ -276,7 +284,10 @@ def _gids(state: LogState, msg: str, ev: Evidence) -> None:
 def _net_socket(state: LogState, rec: Record, ev: Evidence) -> None:
     if "Using" in rec.msg:
         for idx, name, addr in _IFACE.findall(rec.msg):
-            _device(state, NetDevice(rec.host, "socket", name, int(idx), address=addr, evidence=ev))
+            _device(
+                state,
+                NetDevice(host=rec.host, role="socket", name=name, index=int(idx), address=addr, evidence=ev),
+            )
 
 
 def _net_ofi(state: LogState, rec: Record, ev: Evidence) -> None:
@@ -305,7 +316,10 @@ def _net_other(state: LogState, rec: Record, ev: Evidence) -> None:
         _net_ib(state, rec, ev)
     elif "Using" in rec.msg:
         for idx, name, addr in _IFACE.findall(rec.msg):
-            _device(state, NetDevice(rec.host, "plugin", name, int(idx), address=addr, evidence=ev))
+            _device(
+                state,
+                NetDevice(host=rec.host, role="plugin", name=name, index=int(idx), address=addr, evidence=ev),
+            )
 
 
 def _plugin(state: LogState, rec: Record, ev: Evidence) -> None:

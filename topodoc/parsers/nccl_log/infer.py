@@ -142,13 +142,13 @@ def single_process(
     evidence += [ev for _h, _p, ev in tests.values()][:1] + [c.evidence for c in direct[:1] if c.evidence]
     shown = f" (CUDA devices {', '.join(map(str, devs))} in its line prefixes)" if len(devs) > 1 else ""
     return Inference(
-        "single_node",
-        f"every NCCL line comes from one process, {host}:{pid}, which drives {gpus} GPUs{shown}; a "
+        kind="single_node",
+        statement=f"every NCCL line comes from one process, {host}:{pid}, which drives {gpus} GPUs{shown}; a "
         f"process runs "
         "on one machine, and the log names no other process, host, address or node count: one node",
-        tuple(dict.fromkeys(evidence)),
-        host,
-        pid,
+        evidence=tuple(dict.fromkeys(evidence)),
+        host=host,
+        pid=pid,
         unknown="if these are one process's lines cut out of a bigger job's log, the node count is open: the "
         "whole log, or Init lines with nranks, would settle it",
     )
@@ -218,10 +218,11 @@ def loopback(
         )
     evidence = tuple(c.evidence for c in net[:2] if c.evidence) + tuple(s.evidence for s in offs[:2])
     return Inference(
-        "nic_loopback",
-        f"ranks on one node connect through the network ({', '.join(names)}): NIC loopback, not a second "
+        kind="nic_loopback",
+        statement=f"ranks on one node connect through the network ({', '.join(names)}): NIC loopback, "
+        f"not a second "
         f"node; {cause}. Loopback through the NIC is much slower than NVLink/PCIe P2P or shared memory",
-        evidence + tuple(nodes_ev[:1]),
+        evidence=evidence + tuple(nodes_ev[:1]),
         unknown=unknown,
     )
 
@@ -247,14 +248,14 @@ def _candidates(errs: tuple[LogError, ...], state: LogState) -> list[LogError]:
         if code == 3 and not _PLUGIN_CHAIN.search(ev.text):
             found.append(
                 LogError(
-                    "internal_error",
-                    "INFO",
-                    ev.file,
-                    ev.line,
-                    ev.text,
-                    "a return-code chain (-> 3, ncclInternalError) without a WARN",
-                    host,
-                    pid,
+                    category="internal_error",
+                    level="INFO",
+                    file=ev.file,
+                    line=ev.line,
+                    text=ev.text,
+                    explanation="a return-code chain (-> 3, ncclInternalError) without a WARN",
+                    host=host,
+                    pid=pid,
                 )
             )
     return sorted(found, key=lambda e: (e.file, e.line))
@@ -285,16 +286,17 @@ def first_failure(errs: tuple[LogError, ...], state: LogState, ranks: tuple[Rank
     if not causes:
         first = owned[0]
         return Inference(
-            "first_failure",
-            f"every failure logged is a reaction to a peer going away; the earliest is {_who(first, ranks)} "
+            kind="first_failure",
+            statement=f"every failure logged is a reaction to a peer going away; the earliest is "
+            f"{_who(first, ranks)} "
             f"({_what(first)}). The process that failed first printed no error here (killed, out of "
             f"memory, a "
             "crash, or its log is missing)",
-            tuple(_ev(e) for e in owned[:3]),
-            first.host,
-            first.pid,
+            evidence=tuple(_ev(e) for e in owned[:3]),
+            host=first.host,
+            pid=first.pid,
             unknown="which process failed first: its own log, or the launcher's exit codes / dmesg "
-                "on its node",
+            "on its node",
         ), {}
     firsts: dict[str, LogError] = {}
     for err in causes:
@@ -303,11 +305,11 @@ def first_failure(errs: tuple[LogError, ...], state: LogState, ranks: tuple[Rank
     if first is None:
         listing = "; ".join(f"{e.file}:{e.line} {_who(e, ranks)} ({_what(e)})" for e in firsts.values())
         return Inference(
-            "first_failure",
-            f"each file's first failure: {listing}. Which came first in time is unknown: these "
+            kind="first_failure",
+            statement=f"each file's first failure: {listing}. Which came first in time is unknown: these "
             f"lines carry no "
             "comparable timestamps",
-            tuple(_ev(e) for e in firsts.values())[:4],
+            evidence=tuple(_ev(e) for e in firsts.values())[:4],
             unknown=unknown,
         ), {}
     reactions = [
@@ -331,11 +333,11 @@ def first_failure(errs: tuple[LogError, ...], state: LogState, ranks: tuple[Rank
                 " (printed earlier in the file: the output of several processes reaches one log out of order)"
             )
     return Inference(
-        "first_failure",
-        text,
-        (_ev(first),) + tuple(_ev(e) for e in reactions[:3]),
-        first.host,
-        first.pid,
+        kind="first_failure",
+        statement=text,
+        evidence=(_ev(first),) + tuple(_ev(e) for e in reactions[:3]),
+        host=first.host,
+        pid=first.pid,
         unknown=unknown,
     ), marks
 
@@ -474,12 +476,24 @@ def hang(
     rows = tuple(sorted(reached, key=lambda r: (r.host or "", r.pid or 0)))[:PHASES_LISTED]
     rows += tuple(
         ProcessPhase(
-            None, None, "collectives", (int(k),) if k.isdigit() else (), int(v[0]), state.watchdog[k][2]
+            host=None,
+            pid=None,
+            phase="collectives",
+            ranks=(int(k),) if k.isdigit() else (),
+            op_count=int(v[0]),
+            evidence=state.watchdog[k][2],
         )
         for k, v in sorted(seqs.items(), key=lambda kv: _num(kv[0]))
     )[:PHASES_LISTED]
     host, pid = (low.host, low.pid) if low else (None, None)
-    return rows, Inference("hang", statement, tuple(dict.fromkeys(evidence)), host, pid, unknown=unknown)
+    return rows, Inference(
+        kind="hang",
+        statement=statement,
+        evidence=tuple(dict.fromkeys(evidence)),
+        host=host,
+        pid=pid,
+        unknown=unknown,
+    )
 
 
 def _num(text: str) -> int:
@@ -512,10 +526,20 @@ def _reached(
         coll = state.colls.get(proc)
         held = tuple(sorted(holds.get(proc, ())))
         if coll:
-            out.append(ProcessPhase(proc[0], proc[1], "collectives", held, coll[2], coll[1]))
+            out.append(
+                ProcessPhase(
+                    host=proc[0],
+                    pid=proc[1],
+                    phase="collectives",
+                    ranks=held,
+                    op_count=coll[2],
+                    evidence=coll[1],
+                )
+            )
         elif marks:
             phase = max(marks, key=PHASES.index)  # the furthest phase it logged
-            out.append(ProcessPhase(proc[0], proc[1], phase, held, None, marks[phase]))
+            out.append(ProcessPhase(host=proc[0], pid=proc[1], phase=phase, ranks=held, op_count=None,
+                                    evidence=marks[phase]))
     return out
 
 
@@ -653,12 +677,12 @@ def versions(state: LogState):
         shown = tuple(sorted(printed.get(host, {})))
         rows.append(
             HostVersions(
-                host,
-                wordings.text(first),
-                wordings.text(last),
-                tuple(w for w, _ev in items),
-                shown,
-                tuple(ev for _w, ev in items[:3]),
+                host=host,
+                first=wordings.text(first),
+                last=wordings.text(last),
+                wordings=tuple(w for w, _ev in items),
+                printed=shown,
+                evidence=tuple(ev for _w, ev in items[:3]),
             )
         )
         note = _outside(host, items, printed.get(host, {}))
@@ -674,14 +698,15 @@ def _outside(host, items, printed: dict[str, Evidence]) -> Inference | None:
         if parsed and len(against) >= 2:
             names = ", ".join(f"{w} ({wev.file}:{wev.line})" for w, wev in against[:3])
             return Inference(
-                "version_range",
-                f"{host or 'the log'} prints NCCL {version}, but {len(against)} of its messages are "
+                kind="version_range",
+                statement=f"{host or 'the log'} prints NCCL {version}, but {len(against)} of its "
+                f"messages are "
                 f"worded as "
                 f"other releases print them ({names}): the library that ran is not the one whose version was "
                 "printed (a framework's bundled NCCL vs an LD_PRELOAD / NCCL_LIBRARY override), or the lines "
                 "come from two builds",
-                (ev,) + tuple(wev for _w, wev in against[:2]),
-                host,
+                evidence=(ev,) + tuple(wev for _w, wev in against[:2]),
+                host=host,
                 unknown="which library each process loaded: /proc/<pid>/maps or NCCL_DEBUG=VERSION "
                     "per process",
             )
@@ -699,12 +724,13 @@ def _mismatch(rows: list[HostVersions], printed) -> LogError | None:
             older, newer = (a, b) if (pa[1] or (99, 0)) < (pb[0] or (0, 0)) else (b, a)
             ev = min((older.evidence[0], newer.evidence[0]), key=lambda e: (e.file, e.line))
             return LogError(
-                "version_mismatch",
-                "derived",
-                ev.file,
-                ev.line,
-                ev.text,
-                f"Hosts run different NCCL releases, told by how they word the same messages: {older.host} "
+                category="version_mismatch",
+                level="derived",
+                file=ev.file,
+                line=ev.line,
+                text=ev.text,
+                explanation=f"Hosts run different NCCL releases, told by how they word the same "
+                f"messages: {older.host} "
                 f"{_span(older)} ({_cite(older)}) and {newer.host} {_span(newer)} ({_cite(newer)}). Mixed "
                 "builds disagree on protocol and topology (hangs, 'Message truncated', rings that "
                 "do not loop "

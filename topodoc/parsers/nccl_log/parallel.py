@@ -149,8 +149,8 @@ def merge(results, names: list[str]) -> tuple[LogState, list]:
             stats[index] = part_stats
         else:  # a later part of the same file: its line count already includes the lines before it
             stats[index] = InputStats(
-                names[index], part_stats.lines, done.nccl_lines + part_stats.nccl_lines,
-                done.bytes + part_stats.bytes, done.long_lines + part_stats.long_lines,
+                name=names[index], lines=part_stats.lines, nccl_lines=done.nccl_lines + part_stats.nccl_lines,
+                bytes=done.bytes + part_stats.bytes, long_lines=done.long_lines + part_stats.long_lines,
             )
     return state if state is not None else LogState(), [stats[i] for i in sorted(stats)]
 

@@ -247,7 +247,16 @@ def fallback_errors(table: tuple[PluginInfo, ...], chosen: set[str], taken: set[
         if (ev.file, ev.line) in taken:
             continue
         text = _fallback_text(plugin, used)
-        out.append(LogError("plugin_error", "derived", ev.file, ev.line, ev.text, text))
+        out.append(
+            LogError(
+                category="plugin_error",
+                level="derived",
+                file=ev.file,
+                line=ev.line,
+                text=ev.text,
+                explanation=text,
+            )
+        )
     return out
 
 

@@ -146,7 +146,13 @@ class Scanner:
         self._flush_pending()
         self._flush_conns()
         self.state.info_seen = self.state.info_seen or self.seen_info
-        return InputStats(self.name, self.lines, self.nccl, self.size, self.long_lines)
+        return InputStats(
+            name=self.name,
+            lines=self.lines,
+            nccl_lines=self.nccl,
+            bytes=self.size,
+            long_lines=self.long_lines,
+        )
 
     # -- one block ------------------------------------------------------------------------------------
 

@@ -425,7 +425,18 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
     for proc, (code, ev) in state.chains.items():  # chains of processes that printed no WARN
         found = errors.return_code_error(code)
         if found:
-            out.append(LogError(found[0], "INFO", ev.file, ev.line, ev.text, found[1], proc[0], proc[1]))
+            out.append(
+                LogError(
+                    category=found[0],
+                    level="INFO",
+                    file=ev.file,
+                    line=ev.line,
+                    text=ev.text,
+                    explanation=found[1],
+                    host=proc[0],
+                    pid=proc[1],
+                )
+            )
     if len(versions) > 1:
         out.append(_mismatch(state, versions))
     taken = {(e.file, e.line) for e in out if e.category in ("plugin_error", "no_net_device")}
@@ -433,12 +444,20 @@ def _errors(state: LogState, versions: tuple[str, ...], env: tuple[EnvSetting, .
     for setting in env:
         if setting.disables == "P2P":
             ev = setting.evidence
-            out.append(LogError(
-                "p2p_disabled", "INFO", ev.file, ev.line, ev.text,
-                f"{setting.name}={setting.value} switches GPU peer-to-peer off: intra-node traffic goes "
-                "through host memory (SHM) instead of NVLink/PCIe P2P. Remove it unless it works around a "
-                "known fault.",
-            ))
+            out.append(
+                LogError(
+                    category="p2p_disabled",
+                    level="INFO",
+                    file=ev.file,
+                    line=ev.line,
+                    text=ev.text,
+                    explanation=f"{setting.name}={setting.value} switches GPU peer-to-peer off: "
+                    f"intra-node traffic goes "
+                    "through host memory (SHM) instead of NVLink/PCIe P2P. Remove it unless it works "
+                    "around a "
+                    "known fault.",
+                )
+            )
     return tuple(sorted(out, key=lambda e: (e.file, e.line)))
 
 
@@ -476,8 +495,20 @@ def _error(entry) -> LogError:
         verdict = errors.lookup(repeats)
         detail = verdict.detail() if verdict else detail
     related = tuple(sorted(entry.related, key=lambda e: (e.file, e.line)))
-    return LogError(entry.category, entry.level, ev.file, ev.line, ev.text, entry.explanation, entry.proc[0],
-                    entry.proc[1], entry.count, related, repeats=repeats or None, **detail)
+    return LogError(
+        category=entry.category,
+        level=entry.level,
+        file=ev.file,
+        line=ev.line,
+        text=ev.text,
+        explanation=entry.explanation,
+        host=entry.proc[0],
+        pid=entry.proc[1],
+        count=entry.count,
+        related=related,
+        repeats=repeats or None,
+        **detail,
+    )
 
 
 def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:
@@ -487,8 +518,13 @@ def _mismatch(state: LogState, versions: tuple[str, ...]) -> LogError:
     ev = min(first.values(), key=lambda e: (e.file, e.line))
     where = "; ".join(f"{v} at {first[v].file}:{first[v].line}" for v in versions)
     return LogError(
-        "version_mismatch", "derived", ev.file, ev.line, ev.text,
-        f"Ranks run different NCCL versions ({where}). Mixed versions can disagree on topology, protocol and "
+        category="version_mismatch",
+        level="derived",
+        file=ev.file,
+        line=ev.line,
+        text=ev.text,
+        explanation=f"Ranks run different NCCL versions ({where}). Mixed versions can disagree on "
+        f"topology, protocol and "
         "wire format, causing hangs or 'ring does not loop back' errors: use one container image / NCCL "
         "build on every node.",
     )
