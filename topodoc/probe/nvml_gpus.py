@@ -29,6 +29,9 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
 - per pair: ``nvmlDeviceGetP2PStatus(a, b, k)`` for k = 0 read, 1 write, 2 NVLink, 3 atomics (literal
   ints: pynvml's ``NVML_P2P_CAPS_INDEX_READ`` is a tuple in 13.615), and
   ``nvmlDeviceGetTopologyCommonAncestor(a, b)`` -> 0/10/20/30/40/50
+- per GPU, the health checks of :mod:`topodoc.probe.nvml_health` (ECC, retired pages, row remapping,
+  clock events, temperature, power; each with its own deadline) after the Grace calls, and for each
+  active link its NVLink error counters (``nvmlDeviceGetNvLinkErrorCounter``) after its other calls
 - ``nvmlShutdown()``
 
 NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils the others. The Grace
@@ -48,7 +51,7 @@ from dataclasses import field as dc_field
 from topodoc import pciaddr
 from topodoc.cpuset import CpuSet
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
-from topodoc.probe import nvml_grace
+from topodoc.probe import nvml_grace, nvml_health
 from topodoc.probe.host import NotRecorded, NvmlError
 from topodoc.topology.vocab import SMI_LEVELS
 
@@ -134,6 +137,14 @@ class Query:
     nvml: object
     gaps: list[Gap]
     misses: list[nvml_grace.Miss] = dc_field(default_factory=list)  # quiet Grace misses, folded per machine
+    health_misses: list[nvml_grace.Miss] = dc_field(default_factory=list)  # health values not read
+    _checks: nvml_health.Checks | None = None
+
+    @property
+    def checks(self) -> nvml_health.Checks:
+        if self._checks is None:
+            self._checks = nvml_health.Checks(functools.partial(_raw_call, self), self.health_misses)
+        return self._checks
 
     def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
         try:
@@ -169,6 +180,7 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
     _squash_pair_gaps(gaps)
     gaps.extend(machine_gaps(query.misses))
+    gaps.extend(nvml_health.health_gaps(query.health_misses))
     with contextlib.suppress(NvmlError):  # a failed shutdown changes nothing we report
         nvml.call("nvmlShutdown")
     return driver, gpus, pairs
@@ -241,6 +253,7 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         c2c_links=c2c_links,
         c2c_bandwidth_gbps=c2c_gbps,
         gpu_numa_id=nvml_grace.gpu_numa_id(call, i, query.misses),
+        health=nvml_health.gpu_health(query.checks, i),
     )
 
 
@@ -356,6 +369,7 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
         query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
         _address(remote.get("busId")),
         REMOTE_TYPE.get(kind) if kind is not None else None,
+        errors=nvml_health.link_errors(query.checks, i, link),
     )
 
 
