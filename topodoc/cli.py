@@ -60,6 +60,10 @@ class LazyGroup(click.Group):
         except BrokenPipeError:
             _output_closed()
         except Exception as err:
+            from topodoc.parsers.xid_catalog import XidPolicyError
+
+            if isinstance(err, XidPolicyError):  # the operator's file, not a bug: say what is wrong with it
+                _stop(f"topodoc: {err}", EXIT_ERROR)
             internal_error(err)
         finally:
             _timing(ctx, started)

@@ -81,8 +81,8 @@ def snapshot_from_data(data: Any) -> model.Snapshot:
 
 def upgrade_snapshot(data: dict) -> dict:
     """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
-    were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
-    schema than these two is refused."""
+    were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 3, ...}``; version 2 (no health
+    values) is read as it is; any other schema is refused."""
     from topodoc import model
 
     schema, version = data.get("schema"), data.get("schema_version")
@@ -90,6 +90,8 @@ def upgrade_snapshot(data: dict) -> dict:
         return {**data, "schema": model.SCHEMA, "schema_version": model.SCHEMA_VERSION}
     if schema == model.SCHEMA and version == model.SCHEMA_VERSION:
         return data
+    if schema == model.SCHEMA and version == 2:  # 3 only added optional health fields
+        return {**data, "schema_version": model.SCHEMA_VERSION}
     found = f"{schema!r}" + (f" version {version!r}" if version is not None else "")
     raise CodecError(
         f"snapshot schema {found} is not supported (expected {model.SCHEMA!r} version "

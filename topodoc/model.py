@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 SCHEMA = "topodoc.snapshot"
-SCHEMA_VERSION = 2  # 1 was {"schema": 1, ...} without a name; codec.load still reads it
+SCHEMA_VERSION = 3  # 1 was {"schema": 1, ...} without a name, 2 had no health values; codec.load reads both
 
 
 class GapReason(str, Enum):

@@ -10,6 +10,7 @@ import difflib
 from topodoc.rules import (
     bandwidth,
     gpudirect,
+    health,
     joined,
     kernel,
     loginfer,
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     *bandwidth.RULES,
     *matrix.RULES,
     *kernel.RULES,
+    *health.RULES,
 )
 
 
