@@ -202,7 +202,9 @@ def _xid(line: str, lineno: int) -> KernelEvent | None:
     else:
         message = f"Xid {code} ({info.name}): {info.meaning}"
         severity, action = info.policy_severity, info.action
-        detail += [("nvlink", "yes" if info.nvlink else "no"), ("policy", info.source)]
+        detail.append(("nvlink", "yes" if info.nvlink else "no"))
+        if info.source != CATALOG_URL:  # the operator's policy file set this Xid's severity or action
+            detail.append(("policy", info.source))
     if info is not None and info.severity:
         pass  # the operator's policy names the severity: the driver's wording does not change it
     elif "Fatal" in rest and "Nonfatal" not in rest and "Non-fatal" not in rest:
