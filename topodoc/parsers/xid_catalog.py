@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 ACTIONS = ("restart_app", "reset_gpu", "drain_node", "rma")
 SEVERITIES = ("info", "warning", "error", "critical")
-ACTION_SEVERITY = {"rma": "critical", "drain_node": "critical", "reset_gpu": "error", "restart_app": "warning"}
+ACTION_SEVERITY = {"rma": "critical", "drain_node": "critical", "reset_gpu": "error",
+                   "restart_app": "warning"}
 POLICY_ENV = "TOPODOC_XID_POLICY"
 MAX_POLICY_BYTES = 1 << 20
 

@@ -21,8 +21,7 @@ PCI interfaces with no RDMA device are ``gvnic`` (Google, 0x1ae0) or ``ethernet`
 
 from __future__ import annotations
 
-from topodoc.model import Gid, NetInterface, Nic, NicPort
-from topodoc.model import Gap, GapReason
+from topodoc.model import Gap, GapReason, Gid, NetInterface, Nic, NicPort
 from topodoc.probe.host import Deadline, FsError
 from topodoc.probe.pci import BDF, DEVICES
 from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none

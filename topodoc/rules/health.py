@@ -169,7 +169,8 @@ def gpu_clock_slowdown(snapshot: Snapshot) -> Iterator[Hit]:
             yield Hit(gpu_label(gpu), f"{h.temperature_c} C, within {SLOWDOWN_MARGIN_C} C of its slowdown "
                       f"threshold {h.slowdown_temperature_c} C: it is about to throttle", (
                           _nvml(gpu, "nvmlDeviceGetTemperature", f"{h.temperature_c} C"),
-                          _nvml(gpu, "nvmlDeviceGetTemperatureThreshold", f"slowdown {h.slowdown_temperature_c} C")))
+                          _nvml(gpu, "nvmlDeviceGetTemperatureThreshold",
+                                f"slowdown {h.slowdown_temperature_c} C")))
         elif _at_power_limit(h):
             yield Hit(gpu_label(gpu), f"drawing {h.power_w:g} W of its {h.power_limit_w:g} W limit with the "
                       "software power cap active: clocks are limited by power (normal under full load; "
@@ -202,8 +203,8 @@ def _at_power_limit(h) -> bool:
 @rule(
     "nvlink-errors", "warning", ("nvlink", "gpu", "health"),
     title="NVLink error counters are not zero",
-    fix="watch the rate (`topodoc_nvlink_errors_total` in the agent, or `nvidia-smi nvlink -e`); recoveries or "
-    "CRC data errors that keep rising: reset the GPU, then reseat or replace the GPU / baseboard",
+    fix="watch the rate (`topodoc_nvlink_errors_total` in the agent, or `nvidia-smi nvlink -e`); recoveries "
+    "or CRC data errors that keep rising: reset the GPU, then reseat or replace the GPU / baseboard",
 )
 def nvlink_errors(snapshot: Snapshot, topology: Topology | None = None) -> Iterator[Hit]:
     """Replays and CRC flit errors are retried by the link layer (a few are normal); recoveries and CRC
@@ -238,7 +239,8 @@ def _peer(link, gpus_by_address) -> str:
     "ib-port-errors", "warning", ("nic", "ib", "roce", "health"),
     title="InfiniBand/RoCE port error counters are not zero",
     fix="check the port's cable and transceiver (`mlxlink -d DEV -m`), its switch port, and the rate of the "
-    "counters (`topodoc_nic_port_errors_total`); reseat or replace the cable when physical errors keep rising",
+    "counters (`topodoc_nic_port_errors_total`); reseat or replace the cable when physical errors keep "
+    "rising",
 )
 def ib_port_errors(snapshot: Snapshot, topology: Topology | None = None) -> Iterator[Hit]:
     served = _gpus_by_nic(topology)
@@ -254,12 +256,14 @@ def ib_port_errors(snapshot: Snapshot, topology: Topology | None = None) -> Iter
                   tuple(_counter_evidence(nic, port, k, v) for k, v in counts.items()), severity=severity)
 
 
+HW_COUNTERS = ("out_of_sequence", "packet_seq_err", "rnr_nak_retry_err", "local_ack_timeout_err",
+               "implied_nak_seq_err")  # under ports/N/hw_counters (mlx5 RoCE); the rest under counters
+
+
 def _counter_evidence(nic: Nic, port: NicPort, name: str, value: int) -> Evidence:
-    folder = "counters" if name in ("link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors",
-                                    "port_xmit_discards", "excessive_buffer_overrun_errors",
-                                    "local_link_integrity_errors", "port_rcv_remote_physical_errors") \
-        else "hw_counters"
-    return Evidence("sysfs", f"/sys/class/infiniband/{nic.name}/ports/{port.port}/{folder}/{name}", str(value))
+    folder = "hw_counters" if name in HW_COUNTERS else "counters"
+    path = f"/sys/class/infiniband/{nic.name}/ports/{port.port}/{folder}/{name}"
+    return Evidence("sysfs", path, str(value))
 
 
 def _gpus_by_nic(topology: Topology | None) -> dict[str, list[str]]:
