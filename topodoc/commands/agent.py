@@ -1,7 +1,7 @@
 """``topodoc agent``: run the ``diagnose`` computation on a schedule, follow hardware events and NCCL logs,
 and export the result for Prometheus.
 
-``topodoc agent [--interval 60] [--listen 127.0.0.1:9400] [--watch-log PATH|GLOB ...] [--textfile DIR]
+``topodoc agent [--interval 60] [--listen 127.0.0.1:9612] [--watch-log PATH|GLOB ...] [--textfile DIR]
 [--events-file FILE] [--from REC] [--replay-events FILE] [--config FILE] [--cycles N]``
 
 SIGTERM / SIGINT stop it (exit 0), SIGHUP re-reads ``--config`` and re-probes. Bad options or inputs:
@@ -20,8 +20,8 @@ from topodoc.cli import EXIT_ERROR
 
 EXAMPLE = """\b
 Example:
-  topodoc agent --listen 127.0.0.1:9400 --watch-log '/var/log/nccl/*.log'
-  curl -s 127.0.0.1:9400/metrics | grep topodoc_"""
+  topodoc agent --listen 127.0.0.1:9612 --watch-log '/var/log/nccl/*.log'
+  curl -s 127.0.0.1:9612/metrics | grep topodoc_"""
 
 
 @click.command(epilog=EXAMPLE)
@@ -29,7 +29,7 @@ Example:
               help="live (default), a recording NAME.tar.gz, or example:NAME (live events are then off).")
 @click.option("--interval", type=float, default=60.0, show_default=True, help="Seconds between cycles.")
 @click.option("--budget", type=float, help="Seconds a cycle may take [default: 80% of the interval, <= 120].")
-@click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
+@click.option("--listen", default="127.0.0.1:9612", show_default=True, metavar="HOST:PORT",
               help="HTTP address for /metrics /findings /events /healthz; 'off' for none; port 0 picks one.")
 @click.option("--watch-log", "watch_log", multiple=True, metavar="PATH|GLOB",
               help="NCCL log file(s) to follow (repeatable; .gz files are ignored).")

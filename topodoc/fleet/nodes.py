@@ -2,7 +2,7 @@
 
 An input is a recording (``.tar.gz``/``.tgz``), a ``topodoc probe --json`` snapshot, a saved agent
 ``/findings`` document that carries a ``snapshot``, a directory of those (walked), or an agent URL
-(``http://node:9400``: ``/snapshot`` is fetched, with a timeout). A node is named by its input (file
+(``http://node:9612``: ``/snapshot`` is fetched, with a timeout). A node is named by its input (file
 stem or URL) and shows its recorded host name beside it: two inputs are never merged into one node,
 whatever their host names say (redacted recordings and copies of one golden image share them).
 
