@@ -136,3 +136,28 @@ def test_a_bad_policy_file_is_one_line_exit_2(policy_file, text, tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"topodoc: TOPODOC_XID_POLICY={path}")
     assert "Traceback" not in out.stderr and "internal error" not in out.stderr
+
+
+class _OldFabricDriver:
+    """A driver without nvmlDeviceGetGpuFabricInfoV: only the older call, without the health mask."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def call(self, fn, *args):
+        if fn == "nvmlDeviceGetGpuFabricInfoV":
+            raise NvmlError(13)
+        if fn == "nvmlDeviceGetGpuFabricInfo":
+            info = dict(self.inner.call("nvmlDeviceGetGpuFabricInfoV", *args))
+            info.pop("healthMask", None)
+            return info
+        return self.inner.call(fn, *args)
+
+
+def test_fabric_info_falls_back_to_the_call_older_drivers_have():
+    gaps = []
+    old = _OldFabricDriver(open_recording(example_path("gb200-nvl72-tray")).nvml)
+    _driver, gpus, _pairs = collect_nvml(old, gaps)
+    assert all(g.fabric is not None and g.fabric.state == "completed" for g in gpus)
+    assert all(g.fabric.health_mask is None for g in gpus)
+    assert not [g for g in gaps if g.what.startswith("fabric info")]

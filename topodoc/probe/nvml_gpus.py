@@ -14,7 +14,8 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
   ``nvmlDeviceGetMemoryInfo(i)`` -> dict with ``total``,
   ``nvmlDeviceGetPersistenceMode(i)`` -> 0/1, ``nvmlDeviceGetMigMode(i)`` -> [current, pending],
   ``nvmlDeviceGetGpuFabricInfoV(i)`` -> dict (``clusterUuid`` 16 bytes as a list or a string,
-  ``status``, ``cliqueId``, ``state``, ``healthMask``)
+  ``status``, ``cliqueId``, ``state``, ``healthMask``); when a driver has no V function
+  (FunctionNotFound), ``nvmlDeviceGetGpuFabricInfo(i)`` (the same without ``healthMask``)
 - the Grace calls of :mod:`topodoc.probe.nvml_grace`: ``nvmlDeviceGetNumaNodeId(i)`` (the GPU NUMA ID,
   not the nearest CPU node: ``numa_node`` is left to sysfs) and the C2C field values
 - ``nvmlDeviceGetFieldValues(i, [91])`` (``NVML_FI_DEV_NVLINK_LINK_COUNT``) -> ``[{"fieldId": 91,
@@ -87,6 +88,7 @@ EXPECTED = {  # the plain type of each call's answer (nvml_live.plain); anything
     "nvmlDeviceGetCount": INT,
     "nvmlDeviceGetName": TEXT, "nvmlDeviceGetUUID": TEXT, "nvmlDeviceGetSerial": TEXT,
     "nvmlDeviceGetPciInfo": DICT, "nvmlDeviceGetMemoryInfo": DICT, "nvmlDeviceGetGpuFabricInfoV": DICT,
+    "nvmlDeviceGetGpuFabricInfo": DICT,
     "nvmlDeviceGetNvLinkRemotePciInfo": DICT,
     "nvmlDeviceGetCurrPcieLinkGeneration": INT, "nvmlDeviceGetMaxPcieLinkGeneration": INT,
     "nvmlDeviceGetGpuMaxPcieLinkGeneration": INT, "nvmlDeviceGetCurrPcieLinkWidth": INT,
@@ -249,7 +251,7 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         nvlinks=_nvlinks(query, i),
         persistence_mode=None if persistence is None else bool(persistence),
         mig_mode=None if not mig or plain_int(mig[0]) is None else bool(mig[0]),
-        fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
+        fabric=_fabric(_fabric_info(query, i)),
         c2c_links=c2c_links,
         c2c_bandwidth_gbps=c2c_gbps,
         gpu_numa_id=nvml_grace.gpu_numa_id(call, i, query.misses),
@@ -371,6 +373,18 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
         REMOTE_TYPE.get(kind) if kind is not None else None,
         errors=nvml_health.link_errors(query.checks, i, link),
     )
+
+
+def _fabric_info(query: Query, i: int) -> dict | None:
+    """``nvmlDeviceGetGpuFabricInfoV``, or the older ``nvmlDeviceGetGpuFabricInfo`` on a driver without it."""
+    start = len(query.gaps)
+    info = query(f"fabric info of GPU {i}", "nvmlDeviceGetGpuFabricInfoV", i)
+    added = query.gaps[start:]
+    missing = bool(added) and added[-1].reason is GapReason.MISSING and added[-1].detail == "FunctionNotFound"
+    if info is None and missing:
+        del query.gaps[start:]
+        info = query(f"fabric info of GPU {i}", "nvmlDeviceGetGpuFabricInfo", i)
+    return info
 
 
 def _fabric(info: dict | None) -> GpuFabric | None:
