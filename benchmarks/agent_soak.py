@@ -5,8 +5,9 @@
 Each cycle is what the agent does every interval — probe, derive, evaluate, track findings — plus
 ``--events-per-cycle`` kernel-log events (an Xid, an AER and a udev remove in turn, joined to the topology
 and pushed through the ring buffer and counters), one ``/metrics`` render and one ``/findings`` document.
-Prints the cycle time (mean, p50, p95) and the peak RSS over the first and the last 10% of cycles: RSS must
-stay flat (bounded buffers), and the cycle time must stay well under a 60 s interval.
+Prints the cycle time (mean, p50, p95), the CPU time per cycle, the peak RSS and the open file descriptors
+over the first and the last 10% of cycles: RSS and fds must stay flat (bounded buffers, nothing leaked), and
+the cycle time must stay well under a 60 s interval.
 """
 
 from __future__ import annotations
@@ -40,17 +41,19 @@ def main() -> int:
     args = parser.parse_args()
     agent = Agent(AgentConfig(source=args.source, listen=None, live_events=False, interval=60))
     process = psutil.Process()
-    times, rss = [], []
+    times, rss, cpu, fds = [], [], [], []
     for n in range(args.cycles):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         cycle = agent.run_cycle()
         for k in range(args.events_per_cycle):
             _event(agent, cycle, n * args.events_per_cycle + k)
         render(agent.view())
         agent.findings_document()
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
         rss.append(process.memory_info().rss)
-    _report(args, times, rss, agent)
+        fds.append(process.num_fds())
+    _report(args, times, rss, cpu, fds, agent)
     return 0
 
 
@@ -63,15 +66,17 @@ def _event(agent: Agent, cycle, k: int) -> None:
     agent.events.add(event)
 
 
-def _report(args, times: list[float], rss: list[int], agent: Agent) -> None:
+def _report(args, times: list[float], rss: list[int], cpu: list[float], fds: list[int], agent: Agent) -> None:
     tenth = max(1, len(times) // 10)
     print(f"agent soak: {len(times)} cycles on {args.source}, {args.events_per_cycle} events/cycle")
-    parts = (("first 10%", times[:tenth], rss[:tenth]), ("last 10%", times[-tenth:], rss[-tenth:]))
-    for label, part, mem in parts:
+    parts = (("first 10%", slice(None, tenth)), ("last 10%", slice(-tenth, None)))
+    for label, cut in parts:
+        part = times[cut]
         ordered = sorted(part)
         p50, p95 = ordered[len(part) // 2], ordered[max(0, int(len(part) * 0.95) - 1)]
         print(f"  {label:9}: cycle mean {statistics.mean(part) * 1e3:7.1f} ms, p50 {p50 * 1e3:7.1f} ms, "
-              f"p95 {p95 * 1e3:7.1f} ms, peak RSS {max(mem) / 2**20:7.1f} MiB")
+              f"p95 {p95 * 1e3:7.1f} ms, CPU {statistics.mean(cpu[cut]) * 1e3:7.1f} ms/cycle, "
+              f"peak RSS {max(rss[cut]) / 2**20:7.1f} MiB, fds {min(fds[cut])}-{max(fds[cut])}")
     print(f"  events kept {len(agent.events.recent())} (ring), counter series {len(agent.events.counts())}, "
           f"tracked findings {len(agent.tracker.items())}")
 
