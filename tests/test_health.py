@@ -51,6 +51,16 @@ def test_degraded_example_fires_every_health_rule_and_the_healthy_base_none():
     assert not evaluate(Facts(_snapshot("hgx-h100-8x400g-ib")), rules).findings
 
 
+def test_volta_example_fires_page_retirement_and_says_row_remapping_is_not_offered():
+    snap = _snapshot("dgx1-v100-degraded-retired-pages")
+    health = snap.gpus[1].health
+    assert (health.retired_pages_sbe, health.retired_pages_dbe, health.retired_pages_pending) == (2, 1, True)
+    fired = evaluate(Facts(snap), [registry.get("gpu-retired-pages")]).findings
+    assert [f.subject for f in fired] == ["GPU1 (0000:07:00.0)"] and fired[0].severity is Severity.ERROR
+    remap = [g for g in snap.gaps if g.what.startswith("row remapping")]
+    assert [(g.what, g.reason) for g in remap] == [("row remapping of 8 GPUs", GapReason.UNSUPPORTED)]
+
+
 def test_each_check_has_its_own_deadline_and_says_once_it_passed(monkeypatch):
     monkeypatch.setitem(nvml_health.CHECK_DEADLINE_S, "row_remap", 0.0)
     host = open_recording(example_path(DEGRADED))
