@@ -69,3 +69,13 @@ def test_ethernet_nics_show_their_link_speed():
 
     text = render_probe(load_snapshot("example:gcp-a3-highgpu-8g"))
     assert "eth1 [gvnic] at 0000:06:00.0 driver=gve netdevs eth1: eth1 up 200 Gb/s MTU 8244" in text
+
+
+def test_health_values_and_error_counters_are_shown_where_they_are():
+    text = render_probe(load_snapshot("example:hgx-h100-degraded-health"))
+    health = [line.strip() for line in text.splitlines() if line.strip().startswith("health:")]
+    assert len(health) == 8
+    assert "uncorrected 2 since load / 2 lifetime" in health[2] and "2 uncorrected PENDING" in health[2]
+    assert "88 C (slowdown 89 C)" in health[5] and "clocks hw_slowdown/hw_thermal" in health[5]
+    assert "NVLink errors since the driver loaded: link 4 replay=37 recovery=2 crc_flit=1520" in text
+    assert "errors symbol_error=418 link_downed=1 link_error_recovery=3" in text
