@@ -171,3 +171,20 @@ def test_fabric_info_falls_back_to_the_call_older_drivers_have():
     assert all(g.fabric is not None and g.fabric.state == "completed" for g in gpus)
     assert all(g.fabric.health_mask is None for g in gpus)
     assert not [g for g in gaps if g.what.startswith("fabric info")]
+
+
+def test_live_answers_of_the_health_calls_become_the_plain_values_the_collector_reads():
+    """What pynvml returns for the health calls (a ctypes struct, a tuple of ints), through the live
+    adapter's converter, has the shape nvml_health reads (nvidia-ml-py 13.615)."""
+    import pynvml as real
+
+    from topodoc.probe.nvml_live import plain
+
+    histogram = real.c_nvmlRowRemapperHistogramValues(max=636, high=2, partial=1, low=1, none=0)
+    assert plain(histogram) == {"max": 636, "high": 2, "partial": 1, "low": 1, "none": 0}
+    assert plain((0, 2, 1, 0)) == [0, 2, 1, 0]  # nvmlDeviceGetRemappedRows
+    assert plain([real.c_ulonglong(0x1000).value]) == [0x1000]  # nvmlDeviceGetRetiredPages
+    old = real.c_nvmlGpuFabricInfo_t()
+    old.state, old.cliqueId = 3, 7
+    fields = {k: v for k, v in plain(old).items() if k != "clusterUuid"}
+    assert fields == {"status": 0, "cliqueId": 7, "state": 3}
