@@ -5,9 +5,11 @@ Runs, through the Host's runner (no shell; each with its own timeout, and the re
 deadline over all of them), in this order: ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``,
 ``nvidia-smi nvlink -e``, ``ibstat``, ``ibv_devinfo -v``, ``lspci -vvv`` (as the recording user: no sudo,
 so what root alone sees is absent), ``lsmod``, ``systemctl status nvidia-fabricmanager`` (Fabric
-Manager), and reads ``/proc/cmdline`` through the filesystem. A tool that is not installed is recorded as
-missing (the runner's answer, said once in the tape), never retried, and nothing here judges: the outputs
-are data for replay.
+Manager), ``journalctl -k -b`` (this boot's kernel log, of which the recording keeps only the NVIDIA,
+PCIe AER, IOMMU and RDMA driver lines: :class:`KernelLinesOnly`, so a recording never carries the rest
+of a kernel log), and reads ``/proc/cmdline`` through the filesystem. A tool that is not installed is
+recorded as missing (the runner's answer, said once in the tape), never retried, and nothing here judges:
+the outputs are data for replay.
 """
 
 from __future__ import annotations
@@ -22,7 +24,31 @@ COMMANDS: tuple[tuple[tuple[str, ...], float], ...] = (
     (("lsmod",), 5.0),
     (("systemctl", "status", "nvidia-fabricmanager", "--no-pager", "--lines=20"), 10.0),
 )
+KERNEL_LOG = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic", "-n", "20000")
+COMMANDS += ((KERNEL_LOG, 20.0),)
 FILES = ("/proc/cmdline",)
+# the kernel-log lines kept: what topodoc.parsers.kernel_log reads (Xid, lost GPU, RmInitAdapter, AER,
+# DMAR / AMD-Vi faults, mlx5 / EFA / NVSwitch driver lines, "limited by ... PCIe")
+KEPT = ("NVRM", "nvidia", "nvswitch", "AER", "pcieport", "PCIe Bus Error", "DMAR", "AMD-Vi", "mlx5", "efa ",
+        "ib_core", "limited by")
+MAX_KERNEL_LINES = 2000
+
+
+class KernelLinesOnly:
+    """A runner that passes every command through, and keeps of the kernel log's output only the lines
+    naming one of :data:`KEPT` (the last :data:`MAX_KERNEL_LINES` of them)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def run(self, argv: list[str], timeout: float):
+        import dataclasses
+
+        result = self.inner.run(argv, timeout)
+        if tuple(argv) != KERNEL_LOG or not result.stdout:
+            return result
+        kept = [line for line in result.stdout.splitlines() if any(word in line for word in KEPT)]
+        return dataclasses.replace(result, stdout="".join(f"{line}\n" for line in kept[-MAX_KERNEL_LINES:]))
 
 
 def capture(host) -> dict[str, str]:

@@ -73,7 +73,7 @@ def write_recording(
 
     epoch = source_date_epoch()
     fs = RecordingFs(host.fs)
-    nvml, runner = RecordingNvml(host.nvml), RecordingRunner(host.runner)
+    nvml, runner = RecordingNvml(host.nvml), RecordingRunner(extras.KernelLinesOnly(host.runner))
     recording = Host(fs, nvml, runner)
     collect(recording)
     extras.capture(recording)  # the command outputs a person would ask for (probe.extras)
