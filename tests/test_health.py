@@ -61,6 +61,20 @@ def test_volta_example_fires_page_retirement_and_says_row_remapping_is_not_offer
     assert [(g.what, g.reason) for g in remap] == [("row remapping of 8 GPUs", GapReason.UNSUPPORTED)]
 
 
+def test_diagnose_reads_the_kernel_log_a_recording_kept():
+    from conftest import run_cli
+
+    from topodoc.probe.extras import recorded_kernel_events
+
+    events = recorded_kernel_events("example:dgx1-v100-degraded-retired-pages")
+    assert [e.code for _, e in events if e.kind == "xid"] == ["48", "64"]
+    assert recorded_kernel_events("example:hgx-h100-degraded-health") is None  # journalctl was absent
+    assert recorded_kernel_events("live") is None
+    out = run_cli("--color", "never", "diagnose", "--from", "example:dgx1-v100-degraded-retired-pages")
+    assert out.returncode == 1 and "CRITICAL kernel-xid · 0000:07:00.0" in out.stdout
+    assert "example:dgx1-v100-degraded-retired-pages:journalctl -k:5" in out.stdout
+
+
 def test_each_check_has_its_own_deadline_and_says_once_it_passed(monkeypatch):
     monkeypatch.setitem(nvml_health.CHECK_DEADLINE_S, "row_remap", 0.0)
     host = open_recording(example_path(DEGRADED))

@@ -73,7 +73,7 @@ def command(
     analysis = _analyze(logs) if logs else None
     topology, broken = _topology(snapshot)
     comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
-    report = evaluate(Facts(snapshot, topology, analysis, comparisons), RULES)
+    report = evaluate(Facts(snapshot, topology, analysis, comparisons, _recorded_kernel(source)), RULES)
     if broken:
         report = dataclasses.replace(report, errors=report.errors + (broken,))
     inputs = _inputs(snapshot, logs, analysis, nccl_tests)
@@ -81,6 +81,13 @@ def command(
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if at_or_above(report, Severity(fail_on)) else EXIT_OK)
+
+
+def _recorded_kernel(source: str | None):
+    """A recording's kept kernel-log lines, read by the kernel rules as a given dmesg would be."""
+    from topodoc.probe.extras import recorded_kernel_events
+
+    return recorded_kernel_events(source) or None
 
 
 def _fail(message: str) -> NoReturn:

@@ -68,3 +68,24 @@ def capture(host) -> dict[str, str]:
         except FsError as err:
             ended[path] = err.reason.value
     return ended
+
+
+def recorded_kernel_events(spec: str | None) -> tuple | None:
+    """The kernel-log events a recording (``NAME.tar.gz`` or ``example:NAME``) kept, as the ``kernel`` fact
+    (``((label, KernelEvent), ...)``, label ``SPEC:journalctl -k``); None for a live source, a recording
+    that holds no kernel log (recorded before topodoc asked, or the tool was absent), or anything else."""
+    recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
+    if not recording:
+        return None
+    from topodoc.parsers import kernel_log
+    from topodoc.probe.source import SourceError, resolve_source
+
+    try:
+        host, _name = resolve_source(spec)
+    except SourceError:
+        return None
+    result = host.runner.run(list(KERNEL_LOG), 20.0)
+    if result.missing or result.timed_out or not result.stdout:
+        return None
+    label = f"{spec}:journalctl -k"
+    return tuple((label, event) for event in kernel_log.parse(result.stdout))
