@@ -73,10 +73,13 @@ def command(
     analysis = _analyze(logs) if logs else None
     topology, broken = _topology(snapshot)
     comparisons = _compare(nccl_tests, snapshot, topology) if nccl_tests else None
-    report = evaluate(Facts(snapshot, topology, analysis, comparisons, _recorded_kernel(source)), RULES)
+    kernel = _recorded_kernel(source)
+    report = evaluate(Facts(snapshot, topology, analysis, comparisons, kernel), RULES)
     if broken:
         report = dataclasses.replace(report, errors=report.errors + (broken,))
     inputs = _inputs(snapshot, logs, analysis, nccl_tests)
+    if kernel:
+        inputs["kernel-log"] = f"{kernel[0][0]} ({len(kernel)} event(s) the recording kept)"
     _emit(report, inputs, as_json)
     if report.errors:
         sys.exit(EXIT_ERROR)
