@@ -77,7 +77,6 @@ def recorded_kernel_events(spec: str | None) -> tuple | None:
     recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
     if not recording:
         return None
-    from topodoc.parsers import kernel_log
     from topodoc.probe.source import SourceError, resolve_source
 
     try:
@@ -87,5 +86,7 @@ def recorded_kernel_events(spec: str | None) -> tuple | None:
     result = host.runner.run(list(KERNEL_LOG), 20.0)
     if result.missing or result.timed_out or not result.stdout:
         return None
+    from topodoc.parsers import kernel_log  # only when there are lines: it loads the regex module
+
     label = f"{spec}:journalctl -k"
     return tuple((label, event) for event in kernel_log.parse(result.stdout))
