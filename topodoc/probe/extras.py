@@ -77,13 +77,15 @@ def recorded_kernel_events(spec: str | None) -> tuple | None:
     recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
     if not recording:
         return None
-    from topodoc.probe.source import SourceError, resolve_source
+    from topodoc.probe.archive import ArchiveError
+    from topodoc.probe.record import recorded_runner
+    from topodoc.probe.source import SourceError, recording_path
 
     try:
-        host, _name = resolve_source(spec)
-    except SourceError:
+        runner = recorded_runner(recording_path(spec))
+    except (SourceError, ArchiveError):
         return None
-    result = host.runner.run(list(KERNEL_LOG), 20.0)
+    result = runner.run(list(KERNEL_LOG), 20.0)
     if result.missing or result.timed_out or not result.stdout:
         return None
     from topodoc.parsers import kernel_log  # only when there are lines: it loads the regex module

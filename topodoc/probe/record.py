@@ -247,6 +247,16 @@ def archive_digest(path: str) -> str:
         raise ArchiveError(str(err)) from err
 
 
+def recorded_runner(path) -> TapeRunner:
+    """The command tape alone of the recording at ``path`` (extracted as :func:`open_recording` does),
+    without loading its NVML tape."""
+    label = str(path)
+    try:
+        return TapeRunner(_load_json(Path(_extracted(label)), "commands.json", label, {}))
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ArchiveError(f"{label}: malformed recording ({str(err)[:300]})") from err
+
+
 def open_directory(directory, label: str | None = None) -> Host:
     """A Host replaying an already extracted recording (``meta.json``, ``fs/``, tapes) in ``directory``."""
     root = Path(directory)
