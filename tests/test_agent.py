@@ -104,7 +104,7 @@ def test_metrics_scrape_parses_and_carries_the_values(running):
     assert _value(samples, "topodoc_kernel_events_total", kind="xid", code="149", device="0000:4e:00.0") == 1
     assert _value(samples, "topodoc_kernel_events_total", kind="aer", code="uncorrected_nonfatal") == 1
     assert _value(samples, "topodoc_udev_events_total", action="remove", device="0000:07:00.0") == 1
-    assert _value(samples, "topodoc_nvlinks_active", gpu="GPU3") == 12
+    assert _value(samples, "topodoc_nvlinks_active", gpu="3", device="nvidia3") == 12
     assert _value(samples, "topodoc_pcie_link_width_lanes", endpoint="GPU0") == 16
     assert _value(samples, "topodoc_pcie_link_generation", endpoint="NIC0") == 4
     assert _value(samples, "topodoc_nic_port_up", nic="mlx5_0", port="1") == 1

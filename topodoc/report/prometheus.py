@@ -183,13 +183,19 @@ def _links(view):
 
 
 def _nvlink(view):
-    active = _gauge("topodoc_nvlinks_active", ["gpu", "pci_address"])
-    down = _gauge("topodoc_nvlinks_down", ["gpu", "pci_address"])
+    labels = prometheus_health.GPU  # gpu (index), UUID, pci_bus_id, device: dcgm-exporter's
+    active = _gauge("topodoc_nvlinks_active", labels)
+    down = _gauge("topodoc_nvlinks_down", labels)
     cycle = view.cycle
-    if cycle is not None and cycle.topology is not None:
+    if cycle is not None and cycle.topology is not None and cycle.snapshot is not None:
+        by_index = {g.index: g for g in cycle.snapshot.gpus}
         for end in cycle.topology.gpus:
-            active.add_metric([end.name, end.pci_address or ""], end.nvlinks_active)
-            down.add_metric([end.name, end.pci_address or ""], end.nvlinks_down)
+            gpu = by_index.get(end.index)
+            if gpu is None:
+                continue
+            key = prometheus_health.gpu_labels(gpu)
+            active.add_metric(key, end.nvlinks_active)
+            down.add_metric(key, end.nvlinks_down)
     return [active, down]
 
 
