@@ -69,3 +69,13 @@ def test_every_alert_has_a_runbook_naming_a_rule_or_the_agent_doc():
             assert named[1] in ids or named[1] == "{{ $labels.rule }}", runbook
         else:
             assert runbook.startswith("docs/AGENT.md"), runbook
+
+
+def test_the_documented_joins_with_dcgm_exporter_series_work():
+    out = subprocess.run([_promtool(), "test", "rules", "dcgm-join.test.yaml"],
+                         cwd=REPO / "tests" / "prometheus", capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = (REPO / "docs" / "AGENT.md").read_text()
+    rules = (REPO / "tests" / "prometheus" / "dcgm-join.rules.yaml").read_text()
+    for expr in re.findall(r"expr: (.+)", rules):
+        assert f"`{expr.strip()}`" in doc.replace("\n", " "), expr

@@ -147,19 +147,22 @@ def _findings(view):
 
 
 def _pcie(view):
-    labels = ["endpoint", "device", "pci_address"]
+    # GPU rows carry dcgm-exporter's gpu/UUID/pci_bus_id/device; a NIC's device is its RDMA/net name
+    labels = ["endpoint", "model", "pci_address", "gpu", "UUID", "pci_bus_id", "device"]
     names = ("topodoc_pcie_link_width_lanes", "topodoc_pcie_link_max_width_lanes",
              "topodoc_pcie_link_generation", "topodoc_pcie_link_max_generation")
     fams = {n: _gauge(n, labels) for n in names}
     for row in _links(view):
-        for name, value in zip(names, row[3:], strict=True):
+        for name, value in zip(names, row[len(labels):], strict=True):
             if value is not None:
-                fams[name].add_metric(list(row[:3]), value)
+                fams[name].add_metric(list(row[: len(labels)]), value)
     return list(fams.values())
 
 
 def _links(view):
-    """``(endpoint, device, address, width, max_width, gen, max_gen)`` per GPU and NIC."""
+    """``(endpoint, model, address, gpu, UUID, pci_bus_id, device, width, max_width, gen, max_gen)`` per GPU
+    and NIC."""
+    from topodoc import pciaddr
     from topodoc.topology.rates import gen_of
 
     cycle = view.cycle
@@ -171,14 +174,15 @@ def _links(view):
     for end in topo.gpus:
         gpu = by_index.get(end.index)
         if gpu is not None:
-            rows.append((end.name, end.model or "", end.pci_address or "", gpu.pcie_width, gpu.pcie_max_width,
-                         gpu.pcie_gen, gpu.pcie_max_gen))
+            rows.append((end.name, end.model or "", end.pci_address or "", *prometheus_health.gpu_labels(gpu),
+                         gpu.pcie_width, gpu.pcie_max_width, gpu.pcie_gen, gpu.pcie_max_gen))
     for end in topo.nics:
         dev = snap.pci.get(end.pci_address or "")
         if dev is not None:
             link = dev.link
-            rows.append((end.name, end.device, end.pci_address, link.width, link.max_width,
-                         gen_of(link.speed_gts), gen_of(link.max_speed_gts)))
+            bus_id = pciaddr.parse(end.pci_address).nvml if end.pci_address else ""
+            rows.append((end.name, "", end.pci_address, "", "", bus_id, end.device, link.width,
+                         link.max_width, gen_of(link.speed_gts), gen_of(link.max_speed_gts)))
     return rows
 
 
