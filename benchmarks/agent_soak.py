@@ -68,9 +68,9 @@ def soak(args, work: Path) -> int:
     agent.start_http()
     port = agent.http.address[1] if agent.http else None
     process = psutil.Process()
-    times, rss, fds, answers = [], [], [], {}
+    times, rss, cpu, fds, answers = [], [], [], [], {}
     for n in range(args.cycles):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         agent.run_cycle()
         for k in range(args.events_per_cycle):
             agent._handle(_event(n * args.events_per_cycle + k))
@@ -82,9 +82,10 @@ def soak(args, work: Path) -> int:
                 key = (path, _get(port, path))
                 answers[key] = answers.get(key, 0) + 1
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
         rss.append(process.memory_info().rss)
         fds.append(process.num_fds())
-    _report(args, times, rss, fds, agent, work, answers)
+    _report(args, times, rss, cpu, fds, agent, work, answers)
     if agent.http is not None:
         agent.http.stop()
     return 0
@@ -116,7 +117,7 @@ def _get(port: int, path: str) -> int:
         return err.code
 
 
-def _report(args, times, rss, fds, agent: Agent, work: Path, answers: dict) -> None:
+def _report(args, times, rss, cpu, fds, agent: Agent, work: Path, answers: dict) -> None:
     tenth = max(1, len(times) // 10)
     print(f"agent soak: {len(times)} cycles on {args.source}, {args.events_per_cycle} events/cycle, "
           f"events file rotating at {args.events_file_max_kb} KiB, HTTP {'on' if args.http else 'off'}")
@@ -125,8 +126,8 @@ def _report(args, times, rss, fds, agent: Agent, work: Path, answers: dict) -> N
         ordered = sorted(times[part])
         p50, p95 = ordered[len(ordered) // 2], ordered[max(0, int(len(ordered) * 0.95) - 1)]
         print(f"  {label:13}: cycle mean {statistics.mean(ordered) * 1e3:7.1f} ms, p50 {p50 * 1e3:7.1f} ms, "
-              f"p95 {p95 * 1e3:7.1f} ms, peak RSS {max(rss[part]) / 2**20:7.1f} MiB, fds {min(fds[part])}-"
-              f"{max(fds[part])}")
+              f"p95 {p95 * 1e3:7.1f} ms, CPU {statistics.mean(cpu[part]) * 1e3:6.1f} ms/cycle, "
+              f"peak RSS {max(rss[part]) / 2**20:7.1f} MiB, fds {min(fds[part])}-{max(fds[part])}")
     deciles = [f"{max(rss[i * tenth:(i + 1) * tenth]) / 2**20:.1f}" for i in range(1, len(rss) // tenth)]
     print(f"  peak RSS per tenth after the first (MiB): {' '.join(deciles)}")
     files = sorted((p.name, p.stat().st_size) for p in work.iterdir() if p.name.startswith("events"))

@@ -105,15 +105,15 @@ def test_metrics_scrape_parses_and_carries_the_values(running):
     assert _value(samples, "topodoc_kernel_events_total", kind="xid", code="149", device="0000:4e:00.0") == 1
     assert _value(samples, "topodoc_kernel_events_total", kind="aer", code="uncorrected_nonfatal") == 1
     assert _value(samples, "topodoc_udev_events_total", action="remove", device="0000:07:00.0") == 1
-    assert _value(samples, "topodoc_nvlinks_active", gpu="GPU3") == 12
+    assert _value(samples, "topodoc_nvlinks_active", gpu="3", device="nvidia3") == 12
     assert _value(samples, "topodoc_pcie_link_width_lanes", endpoint="GPU0") == 16
     assert _value(samples, "topodoc_pcie_link_generation", endpoint="NIC0") == 4
     assert _value(samples, "topodoc_nic_port_up", nic="mlx5_0", port="1") == 1
-    assert _value(samples, "topodoc_nic_port_rate_bits_per_second", nic="mlx5_0", port="1") == 200e9
+    assert _value(samples, "topodoc_nic_port_rate_bytes_per_second", nic="mlx5_0", port="1") == 200e9 / 8
     assert _value(samples, "topodoc_probe_runs_total") >= 2
-    assert _value(samples, "topodoc_agent_resident_memory_bytes") > 10e6
+    assert _value(samples, "process_resident_memory_bytes") > 10e6
     names = {n for n, _ in samples}
-    assert not any(n.startswith("topodoc_") is False for n in names)
+    assert all(n.startswith(("topodoc_", "process_")) for n in names)
 
 
 def test_findings_document_is_diagnose_json_plus_agent_state(running):

@@ -97,7 +97,9 @@ def test_nvml_replay_answers_like_pynvml_and_restores_the_module():
 
 def test_command_shims_replay_and_refuse_the_unrecorded(tmp_path):
     m = topodoc.testing.machine("dgx-a100")
-    assert m.command_shims(str(tmp_path)) == ["nvidia-smi"]
+    # nvidia-smi answers; the tools topodoc record also ran and found absent replay as absent
+    assert m.command_shims(str(tmp_path)) == ["ibstat", "ibv_devinfo", "journalctl", "lsmod", "lspci",
+                                              "nvidia-smi", "systemctl"]
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
     ok = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0 and ok.stdout.startswith("\tGPU0") or ok.stdout.split()[0] == "GPU0"

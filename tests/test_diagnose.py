@@ -37,8 +37,12 @@ def run(*args: str, real: bool = False):
 
 @functools.cache
 def host_report(name: str):
-    snapshot = load_snapshot(str(HOSTS / name / "recording.tar.gz"))
-    return evaluate(Facts(snapshot=snapshot, topology=derive(snapshot)), RULES)
+    from topodoc.probe.extras import recorded_kernel_events
+
+    recording = str(HOSTS / name / "recording.tar.gz")
+    snapshot = load_snapshot(recording)
+    kernel = recorded_kernel_events(recording)  # what diagnose --from reads besides the snapshot
+    return evaluate(Facts(snapshot=snapshot, topology=derive(snapshot), kernel=kernel), RULES)
 
 
 def test_every_recorded_host_has_a_golden():

@@ -14,7 +14,8 @@ from topodoc.probe.nvml_gpus import collect_nvml, mask_to_cpulist
 def older(gaps) -> list:
     """The gaps other than the one machine-level 'C2C links' gap every tape recorded before the C2C
     fields were asked carries (tests/test_probe_grace.py covers that one)."""
-    return [g for g in gaps if not (g.what.startswith("C2C links of") and g.reason is GapReason.NOT_RECORDED)]
+    machine = ("C2C links of", "GPU health checks of")  # later calls: each one machine-level gap
+    return [g for g in gaps if not (g.what.startswith(machine) and g.reason is GapReason.NOT_RECORDED)]
 
 
 def run(name: str):
@@ -31,8 +32,10 @@ def test_healthy_eight_gpu_box():
         True,
     )
     assert [g.index for g in gpus] == list(range(8))
-    # a tape recorded before the C2C fields were asked: one gap for the machine, not one per GPU
-    assert [(g.what, g.reason) for g in gaps] == [("C2C links of 8 GPUs", GapReason.NOT_RECORDED)]
+    # a tape recorded before the C2C fields and the health checks were asked: one gap for the machine each,
+    # not one per GPU or per value
+    assert [(g.what, g.reason) for g in gaps] == [("C2C links of 8 GPUs", GapReason.NOT_RECORDED),
+                                                  ("GPU health checks of 8 GPUs", GapReason.NOT_RECORDED)]
     gpu = gpus[5]
     assert gpu.pci_address == "0000:c3:00.0" and gpu.name == "NVIDIA H100 80GB HBM3"
     assert (gpu.pcie_gen, gpu.pcie_width, gpu.compute_capability) == (5, 16, "9.0")

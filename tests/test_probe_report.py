@@ -15,8 +15,10 @@ def dgx_text() -> str:
 
 def test_gaps_repeated_per_gpu_are_one_line(dgx_text):
     # (a PCIe GPU's NotSupported GPU NUMA ID / C2C links is "none", not a gap: tests/test_probe_grace.py)
-    section = dgx_text.split("Could not read (8):\n")[1].splitlines()
-    assert section == ["  fabric info of GPUs 0-7: unsupported -- NotSupported"]
+    # (Ampere remaps rows instead of retiring pages: NVML's NotSupported there is said once as well)
+    section = dgx_text.split("Could not read (9):\n")[1].splitlines()
+    assert section == ["  fabric info of GPUs 0-7: unsupported -- NotSupported",
+                       "  retired pages of 8 GPUs: unsupported -- NotSupported"]
 
 
 def test_gpu_pairs_grouped_by_answer(dgx_text):
@@ -67,3 +69,13 @@ def test_ethernet_nics_show_their_link_speed():
 
     text = render_probe(load_snapshot("example:gcp-a3-highgpu-8g"))
     assert "eth1 [gvnic] at 0000:06:00.0 driver=gve netdevs eth1: eth1 up 200 Gb/s MTU 8244" in text
+
+
+def test_health_values_and_error_counters_are_shown_where_they_are():
+    text = render_probe(load_snapshot("example:hgx-h100-degraded-health"))
+    health = [line.strip() for line in text.splitlines() if line.strip().startswith("health:")]
+    assert len(health) == 8
+    assert "uncorrected 2 since load / 2 lifetime" in health[2] and "2 uncorrected PENDING" in health[2]
+    assert "88 C (slowdown 89 C)" in health[5] and "clocks hw_slowdown/hw_thermal" in health[5]
+    assert "NVLink errors since the driver loaded: link 4 replay=37 recovery=2 crc_flit=1520" in text
+    assert "errors symbol_error=418 link_downed=1 link_error_recovery=3" in text

@@ -60,6 +60,10 @@ class LazyGroup(click.Group):
         except BrokenPipeError:
             _output_closed()
         except Exception as err:
+            from topodoc.parsers.xid_catalog import XidPolicyError
+
+            if isinstance(err, XidPolicyError):  # the operator's file, not a bug: say what is wrong with it
+                _stop(f"topodoc: {err}", EXIT_ERROR)
             internal_error(err)
         finally:
             _timing(ctx, started)
@@ -131,3 +135,10 @@ def main(color: str, quiet: bool, verbose: bool) -> None:
     # click.echo strips ANSI codes from output that is not a terminal unless the context says otherwise
     click.get_current_context().color = {"always": True, "never": False}.get(color)
     console.set_level(console.QUIET if quiet else console.VERBOSE if verbose else console.NORMAL)
+    if os.environ.get("TOPODOC_XID_POLICY", "").strip():  # the operator's Xid policy: refused up front
+        from topodoc.parsers import xid_catalog
+
+        try:
+            xid_catalog.policy()
+        except xid_catalog.XidPolicyError as err:
+            _stop(f"topodoc: {err}", EXIT_ERROR)

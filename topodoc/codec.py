@@ -81,14 +81,14 @@ def snapshot_from_data(data: Any) -> model.Snapshot:
 
 
 # snapshot versions whose documents the current model reads as they are: every version since added fields
-# with defaults only (3: gpu_pairs[].nvlink_count)
+# with defaults only (3: gpu_pairs[].nvlink_count and the health values)
 ADDITIVE_SINCE = (2,)
 
 
 def upgrade_snapshot(data: dict) -> dict:
     """The snapshot document in the current form: ``{"schema": 1, ...}`` (version 1, before documents
-    were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 2, ...}``; any other
-    schema than these two is refused."""
+    were named) becomes ``{"schema": "topodoc.snapshot", "schema_version": 3, ...}``; version 2 (no health
+    values) is read as it is; any other schema is refused."""
     from topodoc import model
 
     schema, version = data.get("schema"), data.get("schema_version")

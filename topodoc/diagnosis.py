@@ -89,7 +89,7 @@ def run(request: Request) -> Diagnosis:
     else:
         topology, broken = _topology(snapshot)
     tests_name, tests = _nccl_tests(request, texts, snapshot, topology)
-    kernel = tuple(request.kernel) + tuple(
+    kernel = tuple(request.kernel) + _recorded_kernel(request) + tuple(
         (i.path, e) for i in texts if i.kind == "dmesg" and i.parsed for e in i.parsed
     )
     known = machine.facets if machine is not None and not machine.has_base else None
@@ -148,6 +148,16 @@ def _base(request: Request, texts: list, analysis) -> Any:
         return load_snapshot(None if request.source == "live" else request.source, request.deadline)
     except SourceError as err:
         raise DiagnosisError(str(err)) from err
+
+
+def _recorded_kernel(request: Request) -> tuple:
+    """The kernel-log lines a recording kept (NVRM, AER, IOMMU, RDMA), read by the kernel rules as a given
+    dmesg would be."""
+    if not request.source or request.source == "live":
+        return ()
+    from topodoc.probe.extras import recorded_kernel_events
+
+    return tuple(recorded_kernel_events(request.source) or ())
 
 
 def _machine(texts: list, analysis, base):

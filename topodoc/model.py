@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 SCHEMA = "topodoc.snapshot"
-SCHEMA_VERSION = 3  # 1 was {"schema": 1, ...} without a name; codec.load still reads it
+SCHEMA_VERSION = 3  # 1 was {"schema": 1, ...} without a name, 2 had no health values; codec.load reads both
 
 
 class GapReason(str, Enum):
@@ -83,6 +83,9 @@ class NvLink:
     version: int | None = None  # NVML enum value (A100 reports 5 == NVLink 3.1)
     remote_pci_address: str | None = None
     remote_type: str | None = None  # "gpu", "switch", "ibmnpu", "unknown"
+    # NVLink error counters since the driver loaded (nvmlDeviceGetNvLinkErrorCounter), by name:
+    # "replay", "recovery", "crc_flit", "crc_data"; a counter the GPU does not offer is absent
+    errors: dict[str, int] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +97,40 @@ class GpuFabric:
     clique_id: int | None = None
     status: int | None = None
     health_mask: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuHealth:
+    """What NVML says about a GPU's health (:mod:`topodoc.probe.nvml_health`); None = not read (a Gap
+    says why, once per machine). ECC counts are since the last driver load (volatile) or over the
+    GPU's life (aggregate); SRAM/DRAM split aggregate counts where the GPU reports them apart."""
+
+    ecc_enabled: bool | None = None
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    ecc_sram_corrected: int | None = None
+    ecc_sram_uncorrected: int | None = None
+    ecc_dram_corrected: int | None = None
+    ecc_dram_uncorrected: int | None = None
+    # dynamic page retirement (before Ampere): pages retired for multiple single-bit / double-bit errors
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    # row remapping (Ampere and later)
+    remapped_rows_corrected: int | None = None
+    remapped_rows_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    remap_histogram: dict[str, int] | None = None  # banks by spare rows left: max/high/partial/low/none
+    clock_event_mask: int | None = None  # nvmlDeviceGetCurrentClocksEventReasons bits
+    clock_events: tuple[str, ...] | None = None  # the mask's bits by name ("hw_slowdown", ...)
+    temperature_c: int | None = None
+    slowdown_temperature_c: int | None = None
+    shutdown_temperature_c: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +161,7 @@ class Gpu:
     # the GPU memory's own NUMA node on coherent systems (nvmlDeviceGetNumaNodeId, "GPU NUMA ID" in
     # nvidia-smi topo -m); distinct from ``numa_node``, the CPU node nearest the GPU
     gpu_numa_id: int | None = None
+    health: GpuHealth | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +197,9 @@ class NicPort:
     rate_text: str | None = None  # "400 Gb/sec (4X NDR)"
     link_layer: str | None = None  # "InfiniBand" or "Ethernet"
     gids: tuple[Gid, ...] = ()
+    # error counters of the port (``ports/N/counters`` and the RoCE ``ports/N/hw_counters``) by file
+    # name, since the driver loaded; only the ones topodoc watches (probe.nic_counters.COUNTERS)
+    counters: dict[str, int] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,14 +7,15 @@
         read_sysfs(root=topodoc_machine.sysfs_root)
 
 ``topodoc_machine`` runs the test once per machine named by the ``topodoc_machines`` marker (default:
-``hgx-h100-8x400g-ib``). For the test's duration ``import pynvml`` gives the NVML replay and the recorded
-commands come first on ``PATH``; both are undone afterwards. Importing this module loads nothing heavy.
+``hgx-h100-8x400g-ib``). For the test's duration ``import pynvml`` gives the NVML replay, the real pynvml
+module object answers from it too (so a module that did ``import pynvml`` at its top level is covered),
+a recorded ``nvmlInit`` failure is raised again, and the recorded commands come first on ``PATH``; all
+is undone afterwards. Importing this module loads nothing heavy.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -53,8 +54,8 @@ def topodoc_machine(request, tmp_path, monkeypatch):
         machine = Machine(str(spec))
     except SourceError as err:
         pytest.fail(f"topodoc_machine: {err}", pytrace=False)
-    monkeypatch.setitem(sys.modules, "pynvml", machine.nvml_module())
     shims = tmp_path / "topodoc-commands"
     if machine.command_shims(str(shims)):
         monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
-    return machine
+    with machine.nvml():
+        yield machine

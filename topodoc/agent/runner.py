@@ -42,7 +42,7 @@ class AgentConfig:
     source: str | None = None  # --from; None = this machine
     interval: float = 60.0
     budget: float | None = None  # seconds a cycle may take; default 80% of the interval, at most 120 s
-    listen: tuple[str, int] | None = ("127.0.0.1", 9400)
+    listen: tuple[str, int] | None = ("127.0.0.1", 9612)
     watch_log: tuple[str, ...] = ()
     textfile: str | None = None
     events_file: str | None = None

@@ -1,7 +1,7 @@
 """``topodoc agent``: run the ``diagnose`` computation on a schedule, follow hardware events and NCCL logs,
 and export the result for Prometheus.
 
-``topodoc agent [--interval 60] [--listen 127.0.0.1:9400] [--auth-token-file FILE] [--no-redact]
+``topodoc agent [--interval 60] [--listen 127.0.0.1:9612] [--auth-token-file FILE] [--no-redact]
 [--watch-log PATH|GLOB ...] [--textfile DIR] [--events-file FILE] [--events-file-max-mb 16] [--from REC]
 [--replay-events FILE] [--config FILE] [--cycles N]``
 
@@ -24,8 +24,8 @@ from topodoc.cli import EXIT_ERROR
 
 EXAMPLE = """\b
 Example:
-  topodoc agent --listen 127.0.0.1:9400 --watch-log '/var/log/nccl/*.log'
-  curl -s 127.0.0.1:9400/metrics | grep topodoc_"""
+  topodoc agent --listen 127.0.0.1:9612 --watch-log '/var/log/nccl/*.log'
+  curl -s 127.0.0.1:9612/metrics | grep topodoc_"""
 
 
 @click.command(epilog=EXAMPLE)
@@ -34,7 +34,7 @@ Example:
 @click.option("--interval", type=float, default=60.0, show_default=True,
               help="Seconds between cycles (at least 1).")
 @click.option("--budget", type=float, help="Seconds a cycle may take [default: 80% of the interval, <= 120].")
-@click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
+@click.option("--listen", default="127.0.0.1:9612", show_default=True, metavar="HOST:PORT",
               help="HTTP address for /metrics /healthz /findings /events /snapshot; 'off' for none; port 0 "
                    "picks one. Beyond loopback it needs --auth-token-file.")
 @click.option("--auth-token-file", metavar="FILE",

@@ -2,7 +2,7 @@
 
 An input is a recording (``.tar.gz``/``.tgz``), a bundled ``example:NAME``, a ``topodoc probe --json``
 snapshot, a saved agent ``/findings`` document that carries a ``snapshot``, a directory of those
-(walked; regular files only), or an agent URL (``http(s)://node:9400``: ``/snapshot`` is fetched within
+(walked; regular files only), or an agent URL (``http(s)://node:9612``: ``/snapshot`` is fetched within
 the node's deadline, see :mod:`topodoc.fleet.fetch`). Every input is decoded at this edge into one
 :class:`topodoc.model.Snapshot` (:mod:`topodoc.codec`); everything after reads the typed model.
 

@@ -103,7 +103,6 @@ _BANDWIDTH = regex.compile(
     r"(?: \(capable of (?P<cap>[\d.]{1,10}+ [GM]b/s) with (?P<cspeed>[\d.]{1,6}+ GT/s) "
     r"PCIe x(?P<cwidth>\d{1,2}+) link\))?+"
 )
-_XID_SEVERITY = {"rma": "critical", "drain_node": "critical", "reset_gpu": "error", "restart_app": "warning"}
 
 
 @dataclass(frozen=True)
@@ -206,9 +205,13 @@ def _xid(line: str, lineno: int) -> KernelEvent | None:
         severity, action = "error", None
     else:
         message = f"Xid {code} ({info.name}): {info.meaning}"
-        severity, action = _XID_SEVERITY[info.action], info.action
+        severity, action = info.policy_severity, info.action
         detail.append(("nvlink", "yes" if info.nvlink else "no"))
-    if "Fatal" in rest and "Nonfatal" not in rest and "Non-fatal" not in rest:
+        if info.source != CATALOG_URL:  # the operator's policy file set this Xid's severity or action
+            detail.append(("policy", info.source))
+    if info is not None and info.severity:
+        pass  # the operator's policy names the severity: the driver's wording does not change it
+    elif "Fatal" in rest and "Nonfatal" not in rest and "Non-fatal" not in rest:
         severity = "critical"
     elif ("Nonfatal" in rest or "Non-fatal" in rest) and info is not None and info.nvlink:
         severity = "warning"

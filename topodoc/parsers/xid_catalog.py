@@ -13,14 +13,33 @@ NVIDIA's resolution asks for, on this scale (least to most disruptive):
 - ``rma``: hardware replacement is likely (after diagnostics confirm it).
 
 A code missing here is reported as unknown with a pointer to the catalogue, never guessed.
+
+The **Xid policy** is the severity and action per Xid that ``diagnose`` and the agent use: by default
+the action above and the severity it implies (:data:`ACTION_SEVERITY`: ``rma`` and ``drain_node`` are
+critical, a lost GPU among them), with the sources above. An operator overrides it with a TOML file
+named by ``TOPODOC_XID_POLICY`` (read once per process)::
+
+    # one table per Xid: severity (info/warning/error/critical), action (one of ACTIONS), optional note
+    [xid.13]
+    severity = "error"          # we treat Graphics Engine Exceptions as node problems
+    action = "reset_gpu"
+    note = "site policy 2026-03"
+
+A file that cannot be read or holds anything else is refused in one line (:class:`XidPolicyError`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 ACTIONS = ("restart_app", "reset_gpu", "drain_node", "rma")
+SEVERITIES = ("info", "warning", "error", "critical")
+ACTION_SEVERITY = {"rma": "critical", "drain_node": "critical", "reset_gpu": "error",
+                   "restart_app": "warning"}
+POLICY_ENV = "TOPODOC_XID_POLICY"
+MAX_POLICY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -31,6 +50,12 @@ class XidInfo:
     action: str  # one of ACTIONS
     nvlink: bool = False  # the error is on an NVLink: the GPU's NVLink peers are affected
     fatal_to_gpu: bool = False  # every application on the GPU is affected, not only the faulting one
+    severity: str = ""  # the policy's severity; "" = ACTION_SEVERITY[action]
+    source: str = CATALOG_URL  # where the action comes from (an operator's policy file names itself)
+
+    @property
+    def policy_severity(self) -> str:
+        return self.severity or ACTION_SEVERITY[self.action]
 
 
 _XIDS = (
@@ -99,5 +124,77 @@ _XIDS = (
 XIDS: dict[int, XidInfo] = {x.code: x for x in _XIDS}
 
 
+class XidPolicyError(ValueError):
+    """The operator's Xid policy file cannot be used; the message is one line naming the file."""
+
+
+_policy: dict[int, XidInfo] | None = None
+
+
 def lookup(code: int) -> XidInfo | None:
-    return XIDS.get(code)
+    """The Xid's entry under the active policy (the built-in table with the operator's file over it)."""
+    return policy().get(code)
+
+
+def policy() -> dict[int, XidInfo]:
+    global _policy
+    if _policy is None:
+        path = os.environ.get(POLICY_ENV, "").strip()
+        _policy = load_policy(path) if path else dict(XIDS)
+    return _policy
+
+
+def reset_policy() -> None:
+    """Forget the loaded policy (tests; an agent reloading its configuration)."""
+    global _policy
+    _policy = None
+
+
+def load_policy(path: str) -> dict[int, XidInfo]:
+    """The built-in table overridden by the TOML file at ``path``; XidPolicyError on any problem."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_POLICY_BYTES + 1)
+    except OSError as err:
+        raise XidPolicyError(f"{POLICY_ENV}={path}: cannot read it ({err.strerror or err})") from err
+    if len(raw) > MAX_POLICY_BYTES:
+        raise XidPolicyError(f"{POLICY_ENV}={path}: larger than {MAX_POLICY_BYTES} bytes")
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise XidPolicyError(f"{POLICY_ENV}={path}: not valid TOML ({err})") from err
+    table = doc.get("xid", {})
+    if set(doc) - {"xid"} or not isinstance(table, dict):
+        raise XidPolicyError(f"{POLICY_ENV}={path}: only [xid.N] tables are allowed")
+    out = dict(XIDS)
+    for key, entry in table.items():
+        out[_code(path, key)] = _entry(path, key, entry, out.get(_code(path, key)))
+    return out
+
+
+def _code(path: str, key: str) -> int:
+    if not key.isascii() or not key.isdigit() or len(key) > 4:
+        raise XidPolicyError(f"{POLICY_ENV}={path}: [xid.{key[:20]}] is not an Xid number")
+    return int(key)
+
+
+def _entry(path: str, key: str, entry, known: XidInfo | None) -> XidInfo:
+    where = f"{POLICY_ENV}={path}: [xid.{key}]"
+    if not isinstance(entry, dict) or set(entry) - {"severity", "action", "note"}:
+        raise XidPolicyError(f"{where} may hold only severity, action and note")
+    severity, action, note = entry.get("severity", ""), entry.get("action"), entry.get("note", "")
+    if severity and severity not in SEVERITIES:
+        raise XidPolicyError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
+    if action is not None and action not in ACTIONS:
+        raise XidPolicyError(f"{where}: action must be one of {', '.join(ACTIONS)}")
+    if not isinstance(note, str) or len(note) > 200:
+        raise XidPolicyError(f"{where}: note must be text of at most 200 characters")
+    source = f"{path}" + (f" ({note})" if note else "")
+    if known is None:
+        if action is None:
+            raise XidPolicyError(f"{where}: an Xid topodoc does not know needs an action")
+        return XidInfo(int(key), f"Xid {key}", note or "described by the site's Xid policy", action,
+                       severity=severity, source=source)
+    return replace(known, action=action or known.action, severity=severity or known.severity, source=source)

@@ -7,7 +7,9 @@ Reads, for each RDMA device ``<dev>``: ``/sys/class/infiniband`` (listing),
 ``/sys/bus/pci/devices/<bdf>``, ``.../device/net`` (listing: netdevs),
 ``node_guid``, ``fw_ver``, ``hca_type`` (optional), ``ports`` (listing) and per port ``state``,
 ``phys_state``, ``rate``, ``link_layer``, ``gids`` (listing), ``gids/<i>`` and
-``gid_attrs/types/<i>``, ``gid_attrs/ndevs/<i>`` for each non-zero GID.
+``gid_attrs/types/<i>``, ``gid_attrs/ndevs/<i>`` for each non-zero GID, and the error counters of
+:data:`COUNTERS` (``counters/<name>``, and the RoCE ``hw_counters/<name>`` of mlx5; a file the driver
+does not offer is skipped without a gap) within :data:`COUNTERS_DEADLINE_S` for the whole machine.
 For each interface ``<if>`` of ``/sys/class/net``: its realpath (``/sys/devices/virtual/...`` means
 virtual), ``device`` (realpath -> PCI function; virtio NICs sit one level below theirs), ``address``,
 ``speed`` (Mb/s; unreadable or -1 while the link is down: None, no Gap), ``operstate``, ``mtu``,
@@ -19,14 +21,24 @@ PCI interfaces with no RDMA device are ``gvnic`` (Google, 0x1ae0) or ``ethernet`
 
 from __future__ import annotations
 
-from topodoc.model import Gid, NetInterface, Nic, NicPort
-from topodoc.probe.host import FsError
+from topodoc.model import Gap, GapReason, Gid, NetInterface, Nic, NicPort
+from topodoc.probe.host import Deadline, FsError
 from topodoc.probe.pci import BDF, DEVICES
 from topodoc.probe.reading import Reader, dec_int, first_float, hex_int, int_or_none
 
 IB, NET, CXI = "/sys/class/infiniband", "/sys/class/net", "/sys/class/cxi"
 VENDOR_AMAZON, VENDOR_GOOGLE = 0x1D0F, 0x1AE0
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+# the port error counters watched (Documentation/ABI/stable/sysfs-class-infiniband; mlx5 hw_counters:
+# NVIDIA's "Understanding mlx5 Linux Counters"): folder -> names
+COUNTERS = {
+    "counters": ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
+                 "port_xmit_discards", "excessive_buffer_overrun_errors", "local_link_integrity_errors",
+                 "port_rcv_remote_physical_errors"),
+    "hw_counters": ("out_of_sequence", "packet_seq_err", "rnr_nak_retry_err", "local_ack_timeout_err",
+                    "implied_nak_seq_err"),
+}
+COUNTERS_DEADLINE_S = 5.0
 
 
 def collect_net(reader: Reader) -> tuple[NetInterface, ...]:
@@ -73,7 +85,9 @@ def pci_address_of(reader: Reader, device_link: str) -> str | None:
 
 
 def collect_nics(reader: Reader, net: tuple[NetInterface, ...]) -> tuple[Nic, ...]:
-    rdma = [_rdma(reader, name) for name in reader.listdir(IB, "RDMA devices", optional=True)]
+    budget = _CounterBudget(reader)
+    rdma = [_rdma(reader, name, budget) for name in reader.listdir(IB, "RDMA devices", optional=True)]
+    budget.report()
     cxi = [_cxi(reader, name) for name in reader.listdir(CXI, "Slingshot devices", optional=True)]
     taken = {n for nic in rdma for n in nic.netdevs} | {nic.pci_address for nic in rdma + cxi}
     plain = [
@@ -94,11 +108,11 @@ def _identity(reader: Reader, base: str, name: str) -> tuple[str | None, int | N
     return pci, vendor, device, reader.link_name(f"{base}/device/driver")
 
 
-def _rdma(reader: Reader, name: str) -> Nic:
+def _rdma(reader: Reader, name: str, budget: _CounterBudget) -> Nic:
     base = f"{IB}/{name}"
     pci, vendor, device, driver = _identity(reader, base, name)
     numbers = (int_or_none(p) for p in reader.listdir(f"{base}/ports", f"ports of {name}"))
-    ports = tuple(_port(reader, name, p) for p in numbers if p is not None and p >= 0)
+    ports = tuple(_port(reader, name, p, budget) for p in numbers if p is not None and p >= 0)
     netdevs = tuple(reader.listdir(f"{base}/device/net", f"netdevs of {name}", optional=True)) if pci else ()
     return Nic(
         name=name,
@@ -124,7 +138,7 @@ def rdma_kind(vendor: int | None, ports: tuple[NicPort, ...]) -> str:
     return "roce" if "Ethernet" in layers else "unknown"
 
 
-def _port(reader: Reader, dev: str, port: int) -> NicPort:
+def _port(reader: Reader, dev: str, port: int, budget: _CounterBudget) -> NicPort:
     base = f"{IB}/{dev}/ports/{port}"
     label = f"{dev} port {port}"
     rate = reader.text(f"{base}/rate", f"rate of {label}", optional=True)
@@ -136,7 +150,49 @@ def _port(reader: Reader, dev: str, port: int) -> NicPort:
         rate_text=rate,
         link_layer=reader.text(f"{base}/link_layer", f"link layer of {label}", optional=True),
         gids=_gids(reader, base),
+        counters=budget.read(base, label),
     )
+
+
+class _CounterBudget:
+    """Reads the watched port counters within one deadline for the machine; what it had no time for,
+    or could not read, is one gap per reason."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.deadline: Deadline | None = None
+        self.skipped: list[str] = []
+        self.failed: dict[tuple[GapReason, str], list[str]] = {}
+
+    def read(self, base: str, label: str) -> dict[str, int]:
+        self.deadline = self.deadline or Deadline.after(COUNTERS_DEADLINE_S)
+        if self.deadline.remaining() <= 0:
+            self.skipped.append(label)
+            return {}
+        out = {}
+        for folder, names in COUNTERS.items():
+            for name in names:
+                try:
+                    raw = self.reader.fs.read_text(f"{base}/{folder}/{name}")
+                except FsError as err:
+                    if err.reason is not GapReason.MISSING:  # absent: this driver does not count it
+                        detail = ("the recording does not hold them" if err.reason is GapReason.NOT_RECORDED
+                                  else err.detail)
+                        self.failed.setdefault((err.reason, detail), []).append(f"{label} {name}")
+                    continue
+                value = int_or_none(raw.strip())
+                if value is not None and value >= 0:
+                    out[name] = value
+        return out
+
+    def report(self) -> None:
+        if self.skipped:
+            self.reader.gaps.append(Gap(
+                what=f"port error counters of {len(self.skipped)} ports", reason=GapReason.ERROR, source=IB,
+                detail=f"not read: the counters check's {COUNTERS_DEADLINE_S:g} s deadline had passed"))
+        for (reason, detail), where in self.failed.items():
+            self.reader.gaps.append(Gap(what=f"port error counters ({len(where)} values, first {where[0]})",
+                                        reason=reason, source=IB, detail=detail))
 
 
 def _after_colon(text: str | None) -> str | None:

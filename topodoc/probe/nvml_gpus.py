@@ -14,7 +14,8 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
   ``nvmlDeviceGetMemoryInfo(i)`` -> dict with ``total``,
   ``nvmlDeviceGetPersistenceMode(i)`` -> 0/1, ``nvmlDeviceGetMigMode(i)`` -> [current, pending],
   ``nvmlDeviceGetGpuFabricInfoV(i)`` -> dict (``clusterUuid`` 16 bytes as a list or a string,
-  ``status``, ``cliqueId``, ``state``, ``healthMask``)
+  ``status``, ``cliqueId``, ``state``, ``healthMask``); when a driver has no V function
+  (FunctionNotFound), ``nvmlDeviceGetGpuFabricInfo(i)`` (the same without ``healthMask``)
 - the Grace calls of :mod:`topodoc.probe.nvml_grace`: ``nvmlDeviceGetNumaNodeId(i)`` (the GPU NUMA ID,
   not the nearest CPU node: ``numa_node`` is left to sysfs) and the C2C field values
 - ``nvmlDeviceGetFieldValues(i, [91])`` (``NVML_FI_DEV_NVLINK_LINK_COUNT``) -> ``[{"fieldId": 91,
@@ -29,6 +30,9 @@ NVML calls (``i``, ``a < b`` are GPU indexes; ``l`` a link number), in order:
 - per pair: ``nvmlDeviceGetP2PStatus(a, b, k)`` for k = 0 read, 1 write, 2 NVLink, 3 atomics (literal
   ints: pynvml's ``NVML_P2P_CAPS_INDEX_READ`` is a tuple in 13.615), and
   ``nvmlDeviceGetTopologyCommonAncestor(a, b)`` -> 0/10/20/30/40/50
+- per GPU, the health checks of :mod:`topodoc.probe.nvml_health` (ECC, retired pages, row remapping,
+  clock events, temperature, power; each with its own deadline) after the Grace calls, and for each
+  active link its NVLink error counters (``nvmlDeviceGetNvLinkErrorCounter``) after its other calls
 - ``nvmlShutdown()``
 
 NotSupported is data (an UNSUPPORTED gap), one failing GPU or field never spoils the others. The Grace
@@ -48,7 +52,7 @@ from dataclasses import field as dc_field
 from topodoc import pciaddr
 from topodoc.cpuset import CpuSet
 from topodoc.model import DriverInfo, Gap, GapReason, Gpu, GpuFabric, GpuPair, NvLink
-from topodoc.probe import nvml_grace
+from topodoc.probe import nvml_grace, nvml_health
 from topodoc.probe.host import NotRecorded, NvmlError
 from topodoc.topology.vocab import SMI_LEVELS
 
@@ -84,6 +88,7 @@ EXPECTED = {  # the plain type of each call's answer (nvml_live.plain); anything
     "nvmlDeviceGetCount": INT,
     "nvmlDeviceGetName": TEXT, "nvmlDeviceGetUUID": TEXT, "nvmlDeviceGetSerial": TEXT,
     "nvmlDeviceGetPciInfo": DICT, "nvmlDeviceGetMemoryInfo": DICT, "nvmlDeviceGetGpuFabricInfoV": DICT,
+    "nvmlDeviceGetGpuFabricInfo": DICT,
     "nvmlDeviceGetNvLinkRemotePciInfo": DICT,
     "nvmlDeviceGetCurrPcieLinkGeneration": INT, "nvmlDeviceGetMaxPcieLinkGeneration": INT,
     "nvmlDeviceGetGpuMaxPcieLinkGeneration": INT, "nvmlDeviceGetCurrPcieLinkWidth": INT,
@@ -134,6 +139,14 @@ class Query:
     nvml: object
     gaps: list[Gap]
     misses: list[nvml_grace.Miss] = dc_field(default_factory=list)  # quiet Grace misses, folded per machine
+    health_misses: list[nvml_grace.Miss] = dc_field(default_factory=list)  # health values not read
+    _checks: nvml_health.Checks | None = None
+
+    @property
+    def checks(self) -> nvml_health.Checks:
+        if self._checks is None:
+            self._checks = nvml_health.Checks(functools.partial(_raw_call, self), self.health_misses)
+        return self._checks
 
     def __call__(self, what: str, fn: str, *args, lost_aborts: bool = True):
         try:
@@ -176,6 +189,7 @@ def collect_nvml(nvml, gaps: list[Gap]) -> tuple[DriverInfo, tuple[Gpu, ...], tu
     pairs = tuple(_pair(query, a, b) for n, a in enumerate(alive) for b in alive[n + 1 :])
     _squash_pair_gaps(gaps)
     gaps.extend(machine_gaps(query.misses))
+    gaps.extend(nvml_health.health_gaps(query.health_misses))
     with contextlib.suppress(NvmlError):  # a failed shutdown changes nothing we report
         nvml.call("nvmlShutdown")
     return driver, gpus, pairs
@@ -251,10 +265,11 @@ def _gpu_fields(query: Query, i: int) -> Gpu:
         nvlinks=_nvlinks(query, i),
         persistence_mode=None if persistence is None else bool(persistence),
         mig_mode=None if not mig or plain_int(mig[0]) is None else bool(mig[0]),
-        fabric=_fabric(q("fabric info", "nvmlDeviceGetGpuFabricInfoV")),
+        fabric=_fabric(_fabric_info(query, i)),
         c2c_links=c2c_links,
         c2c_bandwidth_gbps=c2c_gbps,
         gpu_numa_id=nvml_grace.gpu_numa_id(call, i, query.misses),
+        health=nvml_health.gpu_health(query.checks, i),
     )
 
 
@@ -391,7 +406,20 @@ def _link(query: Query, i: int, link: int, active: bool) -> NvLink:
         version=query(f"version of {what}", "nvmlDeviceGetNvLinkVersion", i, link),
         remote_pci_address=_address(remote.get("busId")),
         remote_type=REMOTE_TYPE.get(kind) if kind is not None else None,
+        errors=nvml_health.link_errors(query.checks, i, link),
     )
+
+
+def _fabric_info(query: Query, i: int) -> dict | None:
+    """``nvmlDeviceGetGpuFabricInfoV``, or the older ``nvmlDeviceGetGpuFabricInfo`` on a driver without it."""
+    start = len(query.gaps)
+    info = query(f"fabric info of GPU {i}", "nvmlDeviceGetGpuFabricInfoV", i)
+    added = query.gaps[start:]
+    missing = bool(added) and added[-1].reason is GapReason.MISSING and added[-1].detail == "FunctionNotFound"
+    if info is None and missing:
+        del query.gaps[start:]
+        info = query(f"fabric info of GPU {i}", "nvmlDeviceGetGpuFabricInfo", i)
+    return info
 
 
 def _fabric(info: dict | None) -> GpuFabric | None:

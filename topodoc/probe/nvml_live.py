@@ -2,7 +2,8 @@
 
 Only :class:`PynvmlAdapter` touches ``pynvml`` (imported on first use). It swaps GPU indexes for
 handles (both for the pair calls), fills the structs of the functions that take one by reference
-(``nvmlDeviceGetGpuFabricInfoV``), and turns ctypes results into JSON-able values (:func:`plain`):
+(``nvmlDeviceGetGpuFabricInfoV`` and the older ``nvmlDeviceGetGpuFabricInfo``), and turns ctypes
+results into JSON-able values (:func:`plain`):
 structures become dicts, char arrays strings, other arrays lists; ``nvmlDeviceGetFieldValues``
 answers become :func:`field_values` dicts. Every ``pynvml.NVMLError`` becomes
 :class:`~topodoc.probe.host.NvmlError` with its numeric code; no pynvml module at all reads as
@@ -110,6 +111,10 @@ class PynvmlAdapter:
         args = device_args(fn, args, lambda i: self._handle(nv, i))
         if fn == "nvmlDeviceGetGpuFabricInfoV":
             info = nv.c_nvmlGpuFabricInfoV_t()  # its constructor sets the struct version
+            func(args[0], ctypes.byref(info))
+            return plain(info)
+        if fn == "nvmlDeviceGetGpuFabricInfo":  # drivers before the V struct (no health mask)
+            info = nv.c_nvmlGpuFabricInfo_t()
             func(args[0], ctypes.byref(info))
             return plain(info)
         if fn == "nvmlDeviceGetFieldValues":

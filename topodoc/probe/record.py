@@ -1,7 +1,8 @@
 """Record a machine into one ``.tar.gz`` and open such a recording as a replaying :class:`Host`.
 
 ``write_recording`` runs the real collectors through recording wrappers (:class:`RecordingFs`,
-:class:`RecordingNvml`, :class:`RecordingRunner`), so the archive holds exactly what the code reads::
+:class:`RecordingNvml`, :class:`RecordingRunner`), so the archive holds exactly what the code reads, and
+then the commands of :mod:`topodoc.probe.extras` (``nvidia-smi -q -x``, ``ibstat``, ``lspci -vvv``, ...)::
 
     meta.json       format, topodoc version, recorded_at, name, redacted, unreadable paths + reasons
     fs/...          the files, listings and symlinks the collectors touched (links kept, made relative)
@@ -67,12 +68,15 @@ class RecordingSummary:
 def write_recording(
     host: Host, out_path, *, redact: bool = False, name: str | None = None
 ) -> RecordingSummary:
+    from topodoc.probe import extras
     from topodoc.probe.collect import collect
 
     epoch = source_date_epoch()
     fs = RecordingFs(host.fs)
-    nvml, runner = RecordingNvml(host.nvml), RecordingRunner(host.runner)
-    collect(Host(fs, nvml, runner))
+    nvml, runner = RecordingNvml(host.nvml), RecordingRunner(extras.KernelLinesOnly(host.runner))
+    recording = Host(fs, nvml, runner)
+    collect(recording)
+    extras.capture(recording)  # the command outputs a person would ask for (probe.extras)
     name = name or _name_from(out_path)
     meta = _meta(fs, name, redact, epoch)
     members = _members(fs, meta, nvml.tape, runner.tape)
@@ -241,6 +245,16 @@ def archive_digest(path: str) -> str:
         return replaycache.file_digest(path)
     except replaycache.DigestError as err:
         raise ArchiveError(str(err)) from err
+
+
+def recorded_runner(path) -> TapeRunner:
+    """The command tape alone of the recording at ``path`` (extracted as :func:`open_recording` does),
+    without loading its NVML tape."""
+    label = str(path)
+    try:
+        return TapeRunner(_load_json(Path(_extracted(label)), "commands.json", label, {}))
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ArchiveError(f"{label}: malformed recording ({str(err)[:300]})") from err
 
 
 def open_directory(directory, label: str | None = None) -> Host:

@@ -15,7 +15,8 @@ serials (the tape's ``nvmlDeviceGetSerial`` answers), and by pattern IPv4 addres
 and 127.x), IPv6 addresses in any spelling (``fe80::1``, ``2001:db8::8a2e:370:7334``, unpadded
 groups; ``::1`` and ``::`` stay), MAC addresses (6-byte Ethernet with colons or dashes, 20-byte IPoIB),
 UUIDs (dashed, ``GPU-``/``MIG-`` prefixes kept, or 32 hex digits), 128-bit GIDs and 64-bit GUIDs (also
-``0x`` and 16 hex digits). Binary PCI ``config`` files keep
+``0x`` and 16 hex digits), and in command outputs ``lspci -vvv``'s Device Serial Number and
+``nvidia-smi -q -x``'s ``<serial>`` / part-number fields. Binary PCI ``config`` files keep
 everything but the Device Serial Number, which is zeroed. The same original always maps to the same
 replacement, and a replacement has the original's shape (a MAC stays a MAC; a GID and the same
 address written compressed map to one address; an IPv4-mapped RoCE GID maps to the redacted IPv4),
@@ -52,6 +53,10 @@ PATTERN = re.compile(
     + rf"|(?<![\w:.])(?P<ipv6>{GROUPS}?::{GROUPS}?|{HEX}{{1,4}}(?::{HEX}{{1,4}}){{7}})(?![\w:.-])"
     + rf"|(?<![\d.])(?P<ipv4>{OCTET}(?:\.{OCTET}){{3}})(?![\d.])"
 )
+# lspci -vvv's "Device Serial Number 00-11-22-ff-ff-33-44-55" and nvidia-smi -q -x's board serial fields
+# (the text may be a JSON member: a value stops at a quote or backslash as well as at '<' or a line end)
+SERIAL_TEXT = re.compile(r"(?P<lead>Device Serial Number )(?P<value>[0-9A-Fa-f]{2}(?:-[0-9A-Fa-f]{2}){7})"
+                         r"|(?P<tag><(?:serial|board_part_number|fru_part_number)>)(?P<tagged>[^<\\\"\n]{1,64})")
 KEEP_IPV4 = re.compile(r"^(?:0\.0\.0\.0|127\.\d+\.\d+\.\d+)$")
 HOSTNAME_FILES = ("fs/proc/sys/kernel/hostname", "fs/etc/hostname")
 GENERIC_HOSTNAMES = {"localhost", "localhost.localdomain", "localdomain", "(none)", "ubuntu", "debian"}
@@ -77,7 +82,17 @@ class Redactor:
     def text(self, text: str) -> str:
         for pattern, replacement in self.literals:
             text = pattern.sub(replacement, text)
+        text = SERIAL_TEXT.sub(self._serial_text, text)
         return PATTERN.sub(self._replace, text)
+
+    def _serial_text(self, match: re.Match) -> str:
+        lead, value = (match["lead"], match["value"]) if match["lead"] else (match["tag"], match["tagged"])
+        if value.strip() in ("", "N/A") or value.startswith("SERIAL") or value.strip("0-") == "":
+            return match.group(0)
+        key = f"serialtext:{value}"
+        if key not in self.mapping:
+            self.mapping[key] = f"SERIAL{next(self.counters['serial']):06d}"
+        return lead + self.mapping[key]
 
     def _replace(self, match: re.Match) -> str:
         kind = match.lastgroup

@@ -36,6 +36,11 @@ def resolve_source(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE
     return _open(*_recording(spec))
 
 
+def recording_path(spec: str) -> str:
+    """The archive ``spec`` (``NAME.tar.gz`` or ``example:NAME``) names; SourceError otherwise."""
+    return _recording(spec)[0]
+
+
 def _recording(spec: str) -> tuple[str, str | None]:
     """The archive path ``spec`` names and the source label it gives (None: the recording's own name)."""
     if spec.startswith(EXAMPLE):

@@ -14,7 +14,7 @@ from typing import Any
 # Spelled here, not read from topodoc.model, so that printing a document does not import the machine model;
 # tests/test_schemas.py checks they agree with model.SCHEMA / SCHEMA_VERSION (and fleet's).
 VERSIONS: dict[str, int] = {
-    "topodoc.snapshot": 3,  # 1 was {"schema": 1, ...}; codec.load still reads it
+    "topodoc.snapshot": 3,  # 1 was {"schema": 1, ...}, 2 had no health values; codec.load reads both
     "topodoc.topo": 2,
     "topodoc.logs": 3,
     "topodoc.nccltests": 1,

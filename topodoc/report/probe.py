@@ -102,9 +102,43 @@ def _gpu_lines(snap: Snapshot, gpu: Gpu) -> list[str]:
     if gpu.fabric and gpu.fabric.state != "not_supported":
         extras.append(f"fabric {gpu.fabric.state}, clique {gpu.fabric.clique_id}")
     lines.append("    " + ", ".join(extras))
+    if gpu.health is not None:
+        lines.append("    health: " + _health_text(gpu.health))
+    errors = [f"link {n.link} " + " ".join(f"{k}={v}" for k, v in n.errors.items() if v)
+              for n in gpu.nvlinks if any(n.errors.values())]
+    if errors:
+        lines.append("    NVLink errors since the driver loaded: " + "; ".join(errors))
     if gpu.pci_address:
         lines.append("    path: " + pci_path(snap, gpu.pci_address))
     return lines
+
+
+def _health_text(h) -> str:
+    """One line of what NVML said about the GPU's health; values it did not give are left out."""
+    parts = []
+    if h.ecc_enabled is not None:
+        ecc = "ECC on" if h.ecc_enabled else "ECC off"
+        if h.ecc_enabled and h.ecc_volatile_uncorrected is not None:
+            ecc += (f" (uncorrected {h.ecc_volatile_uncorrected} since load / {h.ecc_aggregate_uncorrected} "
+                    f"lifetime, corrected {h.ecc_volatile_corrected} / {h.ecc_aggregate_corrected})")
+        parts.append(ecc)
+    if h.remap_pending is not None:
+        state = " FAILED" if h.remap_failed else " PENDING" if h.remap_pending else ""
+        parts.append(f"rows remapped {h.remapped_rows_corrected} corrected + {h.remapped_rows_uncorrected} "
+                     f"uncorrected{state}")
+    if h.retired_pages_sbe is not None:
+        pending = " PENDING" if h.retired_pages_pending else ""
+        parts.append(f"pages retired {h.retired_pages_sbe} single-bit + {h.retired_pages_dbe} "
+                     f"double-bit{pending}")
+    if h.temperature_c is not None:
+        slowdown = f" (slowdown {h.slowdown_temperature_c} C)" if h.slowdown_temperature_c else ""
+        parts.append(f"{h.temperature_c} C{slowdown}")
+    if h.power_w is not None:
+        limit = f" of {h.power_limit_w:g} W" if h.power_limit_w else ""
+        parts.append(f"{h.power_w:g} W{limit}")
+    if h.clock_events is not None:
+        parts.append("clocks " + ("/".join(h.clock_events) if h.clock_events else "not held"))
+    return ", ".join(parts) or "not read"
 
 
 def _nvlink_summary(links: tuple[NvLink, ...]) -> str:
@@ -225,6 +259,9 @@ def _netdev_text(iface) -> str:
 
 def _port_text(p) -> str:
     words = [f"port {p.port}", p.state or "?", p.rate_text, p.link_layer, f"({len(p.gids)} GIDs)"]
+    errors = [f"{k}={v}" for k, v in p.counters.items() if v]
+    if errors:
+        words.append("errors " + " ".join(errors))
     return " ".join(w for w in words if w)
 
 

@@ -2,14 +2,18 @@
 
 Pure: :func:`render` turns an agent :class:`~topodoc.agent.runner.View` into the text format; it never
 reads the machine. Names follow Prometheus conventions: ``topodoc_`` prefix, base units (seconds,
-bytes, bits per second), ``_total`` for counters, ``_info`` for 1-valued label carriers. Every metric is
-listed in :data:`METRICS` (name, type, help) and documented in docs/AGENT.md; a test checks both agree.
+bytes), ``_total`` for counters, ``_info`` for 1-valued label carriers; a state is a value, never a label
+that changes (a new label value is a new series). The agent's own CPU, memory and file descriptors are
+the standard ``process_*`` metrics of prometheus_client's ProcessCollector. Every metric is listed in
+:data:`METRICS` (name, type, help) and documented in docs/AGENT.md; a test checks both agree.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from topodoc.report import prometheus_health
 
 METRICS = (
     ("topodoc_build_info", "gauge", "topodoc version (value 1)."),
@@ -17,8 +21,6 @@ METRICS = (
      "Hash of the node properties that matter to NCCL (topodoc fleet's fingerprint; value 1): nodes that "
      "should be alike share it."),
     ("topodoc_agent_start_time_seconds", "gauge", "When the agent started (Unix time)."),
-    ("topodoc_agent_resident_memory_bytes", "gauge", "The agent's resident memory (psutil)."),
-    ("topodoc_agent_cpu_seconds", "counter", "CPU time the agent used, user + system (psutil)."),
     ("topodoc_probe_runs", "counter", "Cycles (probe, derive, evaluate) run."),
     ("topodoc_probe_skipped", "counter", "Cycles not started because the previous probe was still running."),
     ("topodoc_probe_errors", "counter", "Cycles whose probe, derivation or time budget reported an error."),
@@ -26,7 +28,8 @@ METRICS = (
     ("topodoc_probe_last_run_timestamp_seconds", "gauge", "When the last cycle finished (Unix time)."),
     ("topodoc_rule_errors", "gauge", "1 for each rule that raised in the last cycle (reported, not fatal)."),
     ("topodoc_finding", "gauge",
-     "One series per finding: 1 while open (status new/open), 0 once resolved (kept for an hour)."),
+     "One series per finding: 1 while open, 0 once resolved (kept for an hour); the series keeps its labels "
+     "from first seen to resolved."),
     ("topodoc_finding_first_seen_timestamp_seconds", "gauge", "When a finding was first seen (Unix time)."),
     ("topodoc_findings", "gauge", "Open findings by severity."),
     ("topodoc_pcie_link_width_lanes", "gauge", "PCIe lanes the GPU or NIC link trained at."),
@@ -36,7 +39,7 @@ METRICS = (
     ("topodoc_nvlinks_active", "gauge", "NVLinks up per GPU."),
     ("topodoc_nvlinks_down", "gauge", "NVLinks present but down per GPU."),
     ("topodoc_nic_port_up", "gauge", "1 when the IB/RoCE port state is ACTIVE, else 0."),
-    ("topodoc_nic_port_rate_bits_per_second", "gauge", "The IB/RoCE port's rate."),
+    ("topodoc_nic_port_rate_bytes_per_second", "gauge", "The IB/RoCE port's rate (signalling rate / 8)."),
     ("topodoc_nic_port_info", "gauge", "IB/RoCE port state, physical state and link layer (value 1)."),
     ("topodoc_kernel_events", "counter", "Kernel-log events (Xid, SXid, AER, IOMMU, mlx5, EFA...) by kind, "
      "code and PCI device, since the agent started."),
@@ -50,6 +53,7 @@ METRICS = (
     ("topodoc_nccl_log_errors", "gauge", "Errors the analyzer found in a watched log."),
     ("topodoc_nccl_log_kept_bytes", "gauge", "Bytes of a watched log kept for analysis (bounded)."),
     ("topodoc_nccl_log_restarts", "counter", "Rotations and truncations seen on a watched log."),
+    *prometheus_health.METRICS,
 )
 _HELP = {name: text for name, _, text in METRICS}
 
@@ -57,6 +61,7 @@ _HELP = {name: text for name, _, text in METRICS}
 def render(view) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(view))
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
     return generate_latest(registry)
 
 
@@ -65,7 +70,8 @@ class _Collector:
         self.view = view
 
     def collect(self):
-        for part in (_agent, _probe, _findings, _pcie, _nvlink, _ports, _events, _logs):
+        for part in (_agent, _probe, _findings, _pcie, _nvlink, _ports, _events, _logs,
+                     prometheus_health.collect):
             yield from part(self.view)
 
 
@@ -82,17 +88,13 @@ def _agent(view):
     build.add_metric([view.version], 1)
     start = GaugeMetricFamily("topodoc_agent_start_time_seconds", _HELP["topodoc_agent_start_time_seconds"],
                               value=view.started)
-    rss = GaugeMetricFamily("topodoc_agent_resident_memory_bytes",
-                            _HELP["topodoc_agent_resident_memory_bytes"], value=view.rss_bytes)
-    cpu = CounterMetricFamily("topodoc_agent_cpu_seconds", _HELP["topodoc_agent_cpu_seconds"],
-                              value=view.cpu_seconds)
     up = _gauge("topodoc_event_source_up", ["source"])
     for name, running in sorted(view.sources.items()):
         up.add_metric([name], 1 if running else 0)
     disabled = _gauge("topodoc_disabled_check_info", ["check", "reason"])
     for check, reason in view.disabled:
         disabled.add_metric([check, reason], 1)
-    out = [build, start, rss, cpu, up, disabled]
+    out = [build, start, up, disabled]
     cycle = view.cycle
     if cycle is not None and cycle.snapshot is not None:
         out.append(_fingerprint(cycle.snapshot))
@@ -127,13 +129,13 @@ def _probe(view):
 
 
 def _findings(view):
-    finding = _gauge("topodoc_finding", ["scope", "rule", "severity", "subject", "status"])
+    finding = _gauge("topodoc_finding", ["scope", "rule", "severity", "subject"])
     first = _gauge("topodoc_finding_first_seen_timestamp_seconds", ["scope", "rule", "subject"])
     counts = _gauge("topodoc_findings", ["severity"])
     open_by = dict.fromkeys(("info", "warning", "error", "critical"), 0)
     for item in view.tracked:
         is_open = item.status != "resolved"
-        labels = [item.scope, item.rule, item.severity, item.subject, item.status]
+        labels = [item.scope, item.rule, item.severity, item.subject]
         finding.add_metric(labels, 1 if is_open else 0)
         first.add_metric([item.scope, item.rule, item.subject], item.first_seen)
         if is_open:
@@ -144,19 +146,22 @@ def _findings(view):
 
 
 def _pcie(view):
-    labels = ["endpoint", "device", "pci_address"]
+    # GPU rows carry dcgm-exporter's gpu/UUID/pci_bus_id/device; a NIC's device is its RDMA/net name
+    labels = ["endpoint", "model", "pci_address", "gpu", "UUID", "pci_bus_id", "device"]
     names = ("topodoc_pcie_link_width_lanes", "topodoc_pcie_link_max_width_lanes",
              "topodoc_pcie_link_generation", "topodoc_pcie_link_max_generation")
     fams = {n: _gauge(n, labels) for n in names}
     for row in _links(view):
-        for name, value in zip(names, row[3:], strict=True):
+        for name, value in zip(names, row[len(labels):], strict=True):
             if value is not None:
-                fams[name].add_metric(list(row[:3]), value)
+                fams[name].add_metric(list(row[: len(labels)]), value)
     return list(fams.values())
 
 
 def _links(view):
-    """``(endpoint, device, address, width, max_width, gen, max_gen)`` per GPU and NIC."""
+    """``(endpoint, model, address, gpu, UUID, pci_bus_id, device, width, max_width, gen, max_gen)`` per GPU
+    and NIC."""
+    from topodoc import pciaddr
     from topodoc.topology.rates import gen_of
 
     cycle = view.cycle
@@ -168,32 +173,39 @@ def _links(view):
     for end in topo.gpus:
         gpu = by_index.get(end.index)
         if gpu is not None:
-            rows.append((end.name, end.model or "", end.pci_address or "", gpu.pcie_width, gpu.pcie_max_width,
-                         gpu.pcie_gen, gpu.pcie_max_gen))
+            rows.append((end.name, end.model or "", end.pci_address or "", *prometheus_health.gpu_labels(gpu),
+                         gpu.pcie_width, gpu.pcie_max_width, gpu.pcie_gen, gpu.pcie_max_gen))
     for end in topo.nics:
         dev = snap.pci.get(end.pci_address or "")
         if dev is not None:
             link = dev.link
-            rows.append((end.name, end.device, end.pci_address, link.width, link.max_width,
-                         gen_of(link.speed_gts), gen_of(link.max_speed_gts)))
+            bus_id = pciaddr.parse(end.pci_address).nvml if end.pci_address else ""
+            rows.append((end.name, "", end.pci_address, "", "", bus_id, end.device, link.width,
+                         link.max_width, gen_of(link.speed_gts), gen_of(link.max_speed_gts)))
     return rows
 
 
 def _nvlink(view):
-    active = _gauge("topodoc_nvlinks_active", ["gpu", "pci_address"])
-    down = _gauge("topodoc_nvlinks_down", ["gpu", "pci_address"])
+    labels = prometheus_health.GPU  # gpu (index), UUID, pci_bus_id, device: dcgm-exporter's
+    active = _gauge("topodoc_nvlinks_active", labels)
+    down = _gauge("topodoc_nvlinks_down", labels)
     cycle = view.cycle
-    if cycle is not None and cycle.topology is not None:
+    if cycle is not None and cycle.topology is not None and cycle.snapshot is not None:
+        by_index = {g.index: g for g in cycle.snapshot.gpus}
         for end in cycle.topology.gpus:
-            active.add_metric([end.name, end.pci_address or ""], end.nvlinks_active)
-            down.add_metric([end.name, end.pci_address or ""], end.nvlinks_down)
+            gpu = by_index.get(end.index)
+            if gpu is None:
+                continue
+            key = prometheus_health.gpu_labels(gpu)
+            active.add_metric(key, end.nvlinks_active)
+            down.add_metric(key, end.nvlinks_down)
     return [active, down]
 
 
 def _ports(view):
     labels = ["nic", "port"]
     up = _gauge("topodoc_nic_port_up", labels)
-    rate = _gauge("topodoc_nic_port_rate_bits_per_second", labels)
+    rate = _gauge("topodoc_nic_port_rate_bytes_per_second", labels)
     info = _gauge("topodoc_nic_port_info", [*labels, "state", "phys_state", "link_layer"])
     cycle = view.cycle
     for nic in cycle.snapshot.nics if cycle is not None and cycle.snapshot is not None else ():
@@ -201,7 +213,7 @@ def _ports(view):
             key = [nic.name, str(port.port)]
             up.add_metric(key, 1 if (port.state or "").upper() == "ACTIVE" else 0)
             if port.rate_gbps is not None:
-                rate.add_metric(key, port.rate_gbps * 1e9)
+                rate.add_metric(key, port.rate_gbps * 1e9 / 8)
             info.add_metric([*key, port.state or "", port.phys_state or "", port.link_layer or ""], 1)
     return [up, rate, info]
 

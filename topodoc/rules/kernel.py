@@ -17,7 +17,7 @@ from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
     from topodoc.logmodel import LogAnalysis, RankInfo
 
-_SEVERITY = {"critical": Severity.ERROR, "error": Severity.ERROR, "warning": Severity.WARNING,
+_SEVERITY = {"critical": Severity.CRITICAL, "error": Severity.ERROR, "warning": Severity.WARNING,
              "info": Severity.INFO}
 _ACTIONS = {
     "restart_app": "restart the application; the same Xid again on this GPU with other jobs points at the "

@@ -13,6 +13,7 @@ from topodoc.rules import (
     fabric,
     fleetrails,
     gpudirect,
+    health,
     hostlimits,
     joined,
     kernel,
@@ -52,6 +53,7 @@ RULES: tuple[Rule, ...] = (
     *acs.RULES,
     *hostlimits.RULES,
     *rdmadevices.RULES,
+    *health.RULES,
 )
 
 

@@ -6,7 +6,14 @@ the real pynvml's (nvidia-ml-py is a topodoc dependency), so ``except pynvml.NVM
 works as on the machine; every ``nvml*`` function answers what the recorded machine answered, raises
 the NVMLError the machine raised, or, for a call the recording does not hold, raises
 :class:`NotRecordedError` naming the call and the machine: a test never passes on an answer nobody
-recorded.
+recorded. ``nvmlInit`` (and its variants) raise what the recorded machine's ``nvmlInit`` raised (a
+machine without a driver replays ``NVMLError_DriverNotLoaded`` / ``LibraryNotFound``); ``nvmlShutdown``
+does nothing.
+
+:func:`installed` puts the replay in ``sys.modules`` **and** points every ``nvml*`` function of the real
+pynvml module object at it, so code that did ``import pynvml`` at its top level, before the test, is
+answered by the replay too. Only names bound by value before the test (``from pynvml import
+nvmlInit``) still reach the real library.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from contextlib import contextmanager, suppress
 
 from topodoc.probe.host import NotRecorded, NvmlError, TapeNvml
 
-NO_OP = {"nvmlInit", "nvmlInitWithFlags", "nvmlInit_v2", "nvmlShutdown"}
+INIT = {"nvmlInit", "nvmlInitWithFlags", "nvmlInit_v2"}
+NO_OP = {"nvmlShutdown"}
 
 
 class NotRecordedError(LookupError):
@@ -67,6 +75,14 @@ def replay_module(tape: TapeNvml, machine: str = "the recording") -> types.Modul
 
     def call(fn: str, *args):
         if fn in NO_OP:
+            return None
+        if fn in INIT:  # replay the recorded machine's nvmlInit: a failure there fails here
+            try:
+                tape.call("nvmlInit")
+            except NotRecorded:
+                return None
+            except NvmlError as err:
+                raise real.NVMLError(err.code) from None
             return None
         if fn == "nvmlDeviceGetHandleByIndex":
             return _by_index(fn, args)
@@ -136,12 +152,22 @@ def _fill(target, value) -> None:
 
 @contextmanager
 def installed(module: types.ModuleType):
-    """``import pynvml`` gives ``module`` inside the block; the previous module (if any) after it."""
+    """Inside the block ``import pynvml`` gives ``module``, and the real pynvml module object (the one a
+    top-level ``import pynvml`` bound earlier) answers every ``nvml*`` call from it too; everything is
+    put back after the block."""
+    import pynvml as real
+
     saved = sys.modules.get("pynvml")
+    originals = {name: value for name, value in vars(real).items()
+                 if name.startswith("nvml") and callable(value)}
     sys.modules["pynvml"] = module
+    for name in originals:
+        setattr(real, name, getattr(module, name))
     try:
         yield module
     finally:
+        for name, value in originals.items():
+            setattr(real, name, value)
         if saved is None:
             sys.modules.pop("pynvml", None)
         else:

@@ -56,8 +56,8 @@ def test_nvidia_smi_replays_what_the_machine_did(topodoc_machine):
 def test_a_call_nobody_recorded_fails_loudly(topodoc_machine):
     import pynvml
 
-    with pytest.raises(NotRecordedError, match="nvmlDeviceGetPowerUsage"):
-        pynvml.nvmlDeviceGetPowerUsage(pynvml.nvmlDeviceGetHandleByIndex(0))
+    with pytest.raises(NotRecordedError, match="nvmlDeviceGetFanSpeed"):
+        pynvml.nvmlDeviceGetFanSpeed(pynvml.nvmlDeviceGetHandleByIndex(0))
 
 
 @pytest.mark.topodoc_machines("dgx-a100")

@@ -1,0 +1,94 @@
+"""The command outputs ``topodoc record`` keeps beside what the collectors read, so a recording also
+holds what a person (or ``diagnose FILE...``) would ask the machine for.
+
+Runs, through the Host's runner (no shell; each with its own timeout, and the recording's overall
+deadline over all of them), in this order: ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``,
+``nvidia-smi nvlink -e``, ``ibstat``, ``ibv_devinfo -v``, ``lspci -vvv`` (as the recording user: no sudo,
+so what root alone sees is absent), ``lsmod``, ``systemctl status nvidia-fabricmanager`` (Fabric
+Manager), ``journalctl -k -b`` (this boot's kernel log, of which the recording keeps only the NVIDIA,
+PCIe AER, IOMMU and RDMA driver lines: :class:`KernelLinesOnly`, so a recording never carries the rest
+of a kernel log), and reads ``/proc/cmdline`` through the filesystem. A tool that is not installed is
+recorded as missing (the runner's answer, said once in the tape), never retried, and nothing here judges:
+the outputs are data for replay.
+"""
+
+from __future__ import annotations
+
+COMMANDS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("nvidia-smi", "-q", "-x"), 30.0),
+    (("nvidia-smi", "nvlink", "-s"), 20.0),
+    (("nvidia-smi", "nvlink", "-e"), 20.0),
+    (("ibstat",), 10.0),
+    (("ibv_devinfo", "-v"), 15.0),
+    (("lspci", "-vvv"), 20.0),
+    (("lsmod",), 5.0),
+    (("systemctl", "status", "nvidia-fabricmanager", "--no-pager", "--lines=20"), 10.0),
+)
+KERNEL_LOG = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic", "-n", "20000")
+COMMANDS += ((KERNEL_LOG, 20.0),)
+FILES = ("/proc/cmdline",)
+# the kernel-log lines kept: what topodoc.parsers.kernel_log reads (Xid, lost GPU, RmInitAdapter, AER,
+# DMAR / AMD-Vi faults, mlx5 / EFA / NVSwitch driver lines, "limited by ... PCIe")
+KEPT = ("NVRM", "nvidia", "nvswitch", "AER", "pcieport", "PCIe Bus Error", "DMAR", "AMD-Vi", "mlx5", "efa ",
+        "ib_core", "limited by")
+MAX_KERNEL_LINES = 2000
+
+
+class KernelLinesOnly:
+    """A runner that passes every command through, and keeps of the kernel log's output only the lines
+    naming one of :data:`KEPT` (the last :data:`MAX_KERNEL_LINES` of them)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def run(self, argv: list[str], timeout: float):
+        import dataclasses
+
+        result = self.inner.run(argv, timeout)
+        if tuple(argv) != KERNEL_LOG or not result.stdout:
+            return result
+        kept = [line for line in result.stdout.splitlines() if any(word in line for word in KEPT)]
+        return dataclasses.replace(result, stdout="".join(f"{line}\n" for line in kept[-MAX_KERNEL_LINES:]))
+
+
+def capture(host) -> dict[str, str]:
+    """Run every command once (their results go wherever ``host.runner`` keeps them, the tape when
+    recording) and read :data:`FILES`; returns ``{command line: how it ended}`` for the summary."""
+    from topodoc.probe.host import FsError
+
+    ended = {}
+    for argv, timeout in COMMANDS:
+        result = host.runner.run(list(argv), timeout)
+        ended[" ".join(argv)] = ("missing" if result.missing else "timed out" if result.timed_out
+                                 else f"exit {result.returncode}")
+    for path in FILES:
+        try:
+            host.fs.read_bytes(path)
+            ended[path] = "read"
+        except FsError as err:
+            ended[path] = err.reason.value
+    return ended
+
+
+def recorded_kernel_events(spec: str | None) -> tuple | None:
+    """The kernel-log events a recording (``NAME.tar.gz`` or ``example:NAME``) kept, as the ``kernel`` fact
+    (``((label, KernelEvent), ...)``, label ``SPEC:journalctl -k``); None for a live source, a recording
+    that holds no kernel log (recorded before topodoc asked, or the tool was absent), or anything else."""
+    recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
+    if not recording:
+        return None
+    from topodoc.probe.archive import ArchiveError
+    from topodoc.probe.record import recorded_runner
+    from topodoc.probe.source import SourceError, recording_path
+
+    try:
+        runner = recorded_runner(recording_path(spec))
+    except (SourceError, ArchiveError):
+        return None
+    result = runner.run(list(KERNEL_LOG), 20.0)
+    if result.missing or result.timed_out or not result.stdout:
+        return None
+    from topodoc.parsers import kernel_log  # only when there are lines: it loads the regex module
+
+    label = f"{spec}:journalctl -k"
+    return tuple((label, event) for event in kernel_log.parse(result.stdout))
