@@ -395,4 +395,4 @@ def test_the_manifest_requires_the_token_and_admits_only_the_scraper():
     assert "secretName: topodoc-agent-token" in text and "optional: false" in text
     policy = text[text.index("kind: NetworkPolicy"):]
     assert "policyTypes: [Ingress]" in policy and "app.kubernetes.io/name: prometheus" in policy
-    assert "port: 9400" in policy
+    assert "port: 9612" in policy

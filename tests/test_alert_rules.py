@@ -46,7 +46,7 @@ def test_promtool_checks_the_rules_and_a_real_agents_metrics(tmp_path):
         '{"source": "kmsg", "line": "NVRM: Xid (PCI:0000:3a:00): 79, pid=1, GPU has fallen off the bus."}\n'
         '{"source": "udev", "action": "remove", "subsystem": "pci", "device": "0000:3a:00.0"}\n')
     argv = [sys.executable, "-m", "topodoc", "agent", "--from", "example:hgx-h100-degraded-health",
-            "--listen", "off", "--interval", "0.5", "--cycles", "2", "--replay-events", str(events),
+            "--listen", "off", "--interval", "1", "--cycles", "2", "--replay-events", str(events),
             "--textfile", str(tmp_path)]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr

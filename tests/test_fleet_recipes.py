@@ -160,9 +160,9 @@ def test_the_kubectl_recipe_selects_the_agent_pods(tmp_path):
     body = dump(load_snapshot("example:hgx-h100-8x400g-ib")).encode()
     pods = ("127.0.0.2", "127.0.0.3")  # two pod IPs on loopback, each with an agent on the recipe's port
     try:
-        servers = [_agent(body, ip, 9400) for ip in pods]
+        servers = [_agent(body, ip, 9612) for ip in pods]
     except OSError as err:
-        pytest.skip(f"cannot listen on port 9400 of a loopback address here: {err}")
+        pytest.skip(f"cannot listen on port 9612 of a loopback address here: {err}")
     try:
         env = {**_bin(tmp_path), "WANT_NS": namespace, "WANT_SELECTOR": selector, "FAKE_PODS": " ".join(pods)}
         out = _run(line, tmp_path, env)

@@ -43,19 +43,19 @@ def test_degraded_example_holds_each_fault_where_the_readme_says():
 def test_degraded_example_fires_every_health_rule_and_the_healthy_base_none():
     ids = {"gpu-ecc-uncorrected", "gpu-row-remap", "gpu-clock-slowdown", "nvlink-errors", "ib-port-errors"}
     rules = [registry.get(i) for i in sorted(ids)]
-    fired = {f.rule: f for f in evaluate(Facts(_snapshot(DEGRADED)), rules).findings}
+    fired = {f.rule: f for f in evaluate(Facts(snapshot=_snapshot(DEGRADED)), rules).findings}
     assert set(fired) == ids
     assert fired["ib-port-errors"].message.endswith("the rail of GPU6")
     nvlink = fired["nvlink-errors"]
     assert nvlink.subject.startswith("GPU1") and "recovery=2" in nvlink.message
-    assert not evaluate(Facts(_snapshot("hgx-h100-8x400g-ib")), rules).findings
+    assert not evaluate(Facts(snapshot=_snapshot("hgx-h100-8x400g-ib")), rules).findings
 
 
 def test_volta_example_fires_page_retirement_and_says_row_remapping_is_not_offered():
     snap = _snapshot("dgx1-v100-degraded-retired-pages")
     health = snap.gpus[1].health
     assert (health.retired_pages_sbe, health.retired_pages_dbe, health.retired_pages_pending) == (2, 1, True)
-    fired = evaluate(Facts(snap), [registry.get("gpu-retired-pages")]).findings
+    fired = evaluate(Facts(snapshot=snap), [registry.get("gpu-retired-pages")]).findings
     assert [f.subject for f in fired] == ["GPU1 (0000:07:00.0)"] and fired[0].severity is Severity.ERROR
     remap = [g for g in snap.gaps if g.what.startswith("row remapping")]
     assert [(g.what, g.reason) for g in remap] == [("row remapping of 8 GPUs", GapReason.UNSUPPORTED)]

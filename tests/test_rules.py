@@ -265,9 +265,10 @@ def damaged_snapshots(draw):
     """The base machine with values a probe may fail to read (None), or odd ones (-1, 0, DOWN, ...)."""
     pci = dict(BASE.pci)
     for address in draw(st.lists(st.sampled_from(sorted(pci)), max_size=6)):
-        link = model.PciLink(
-            *(draw(st.one_of(_unknown, st.sampled_from([0, 2.5, 8.0, 16.0, 32.0]))) for _ in range(4))
-        )
+        link = model.PciLink(**{
+            name: draw(st.one_of(_unknown, st.sampled_from([0, 2.5, 8.0, 16.0, 32.0])))
+            for name in ("speed_gts", "width", "max_speed_gts", "max_width")
+        })
         pci[address] = dataclasses.replace(
             pci[address],
             link=link,

@@ -39,15 +39,16 @@ def test_compare_names_every_differing_cell():
     gpus = tuple(replace(g, nvlinks=()) if g.index in (6, 7) else g for g in snap.gpus)
     unbridged = replace(snap, gpus=gpus)
     diffs = compare(to_matrix(derive(unbridged)), printed("seed-8xa100-pcie-nvbridge-pairs"))
-    assert sorted(diffs, key=lambda d: d.row) == [CellDiff("GPU6", "GPU7", "PIX", "NV3"),
-                                                  CellDiff("GPU7", "GPU6", "PIX", "NV3")]
+    assert sorted(diffs, key=lambda d: d.row) == [
+        CellDiff(row="GPU6", column="GPU7", derived="PIX", printed="NV3"),
+        CellDiff(row="GPU7", column="GPU6", derived="PIX", printed="NV3")]
 
 
 def test_compare_reports_affinity_columns_the_printed_matrix_has():
     derived = to_matrix(derive(switches()))
     moved = replace(derived, gpus=tuple(replace(g, cpu_affinity="0-15") if g.name == "GPU0" else g
                                         for g in derived.gpus))
-    expected = [CellDiff("GPU0", "CPU Affinity", "0-15", "0-31")]
+    expected = [CellDiff(row="GPU0", column="CPU Affinity", derived="0-15", printed="0-31")]
     assert compare(moved, printed("seed-8gpu-pcie-switch")) == expected
 
 

@@ -25,7 +25,7 @@ Example:
       'topodoc record --redact -o /shared/recs/$SLURMD_NODENAME.tar.gz'
   topodoc fleet /shared/recs --fail-on warning
   kubectl -n topodoc get pods -l app.kubernetes.io/name=topodoc-agent \\
-      -o jsonpath='{range .items[*]}http://{.status.podIP}:9400 {end}' | xargs topodoc fleet
+      -o jsonpath='{range .items[*]}http://{.status.podIP}:9612 {end}' | xargs topodoc fleet
   topodoc fleet example:dgx-a100 example:dgx-a100-degraded-gpu-x8"""
 
 

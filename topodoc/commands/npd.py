@@ -49,7 +49,8 @@ Example:
 def command(family: str, source: str | None, fail_on: str, max_length: int, deadline: float) -> None:
     """Check one health family the way node-problem-detector's custom plugins answer: one line, exit 0 OK,
     1 problem, 2 unknown."""
-    from topodoc.rules.engine import Facts, Severity, evaluate
+    from topodoc.diagnosis import Request, run
+    from topodoc.rules.engine import Severity
     from topodoc.rules.registry import get
 
     snapshot = _snapshot(source, deadline, max_length)
@@ -57,7 +58,7 @@ def command(family: str, source: str | None, fail_on: str, max_length: int, dead
     if unknown:
         _answer(UNKNOWN, f"{family}: unknown: {unknown}", max_length)
     rules = [get(rule_id) for rule_id in FAMILIES[family]]
-    report = evaluate(Facts(snapshot), rules)
+    report = run(Request(snapshot=snapshot, rules=tuple(rules), live_default=False)).report
     if report.errors:
         _answer(UNKNOWN, f"{family}: unknown: rule {report.errors[0].rule} failed", max_length)
     bad = [f for f in report.findings if f.severity.rank >= Severity(fail_on).rank]
