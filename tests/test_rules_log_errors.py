@@ -129,9 +129,12 @@ def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, line
 
 def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
     path = LOGS / "bootstrap-connect-abort-ipv6-linklocal.log"
-    # the other finding: the interface line itself (catalogue socket-iface-link-local), on another process
-    link_local, finding = findings("nccl-remote-error", path)
+    # the interface line itself (catalogue socket-iface-link-local) is nccl-socket-interface's, an error
+    # because a connection to a link-local address failed on another process
+    (link_local,) = findings("nccl-socket-interface", path)
     assert "socket-iface-link-local" in link_local.message and link_local.subject == "gpu-k07:12246"
+    assert link_local.severity.value == "error" and f"{path}:11" in link_local.message
+    (finding,) = findings("nccl-remote-error", path)
     assert finding.subject == "gpu-k07:12251"
     assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:25", f"{path}:12"]
     assert finding.message.startswith("A rank could not connect to a peer's IPv6 link-local address")

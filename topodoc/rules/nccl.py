@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from topodoc.rules import loginfer
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
+from topodoc.rules.interfaces import is_interface_choice
 
 if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
     from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
@@ -18,8 +19,10 @@ RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_",
 
 
 def _errors(logs: LogAnalysis, categories: Iterable[str]) -> list[LogError]:
+    """The logged errors of ``categories``; the interface-choice lines (lo, a bridge, link-local) are
+    left to ``nccl-socket-interface``, which weighs them by the node count."""
     wanted = set(categories)
-    return [err for err in logs.errors if err.category in wanted]
+    return [err for err in logs.errors if err.category in wanted and not is_interface_choice(err)]
 
 
 def _error_hits(
@@ -232,7 +235,7 @@ def nccl_gdr_not_used(logs: LogAnalysis) -> Iterator[Hit]:
 
 
 @rule(
-    "nccl-gdr-asymmetric", "error", ("nccl", "gdr", "log"),
+    "nccl-gdr-asymmetric", "warning", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA used on some nodes or directions but not others",
     fix="compare the nodes: the ones without GDR usually lack nvidia-peermem or have ACS/IOMMU on the path",
 )

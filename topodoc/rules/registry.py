@@ -10,6 +10,7 @@ import difflib
 from topodoc.rules import (
     bandwidth,
     gpudirect,
+    interfaces,
     joined,
     kernel,
     loginfer,
@@ -29,6 +30,7 @@ RULES: tuple[Rule, ...] = (
     *numa.RULES,
     *nics.RULES,
     *nccl.RULES,
+    *interfaces.RULES,
     *loginfer.RULES,
     *joined.RULES,
     *bandwidth.RULES,
