@@ -20,6 +20,7 @@ from topodoc.rules import (
     numa,
     nvlink,
     pcie,
+    versions,
 )
 from topodoc.rules.engine import Rule
 
@@ -31,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     *nics.RULES,
     *nccl.RULES,
     *interfaces.RULES,
+    *versions.RULES,
     *loginfer.RULES,
     *joined.RULES,
     *bandwidth.RULES,
