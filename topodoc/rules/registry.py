@@ -19,6 +19,7 @@ from topodoc.rules import (
     nics,
     numa,
     nvlink,
+    p2p,
     pcie,
     versions,
 )
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     *nccl.RULES,
     *interfaces.RULES,
     *versions.RULES,
+    *p2p.RULES,
     *loginfer.RULES,
     *joined.RULES,
     *bandwidth.RULES,

@@ -1,0 +1,61 @@
+"""The reasoning families of issue 26 on their real cases: the interface choice weighed by the node count,
+P2P blocked on a PCIe node named only with its evidence, and a hang inside one node read from the log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_rules import load_case
+
+from topodoc import catalogue
+from topodoc.logmodel import Connection, Evidence, Inference, LogAnalysis, LogSummary
+from topodoc.parsers.nccl_log import analyze
+from topodoc.rules import registry
+from topodoc.rules.engine import Facts, Severity, evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _findings(rule_id: str, facts: Facts):
+    report = evaluate(facts, [registry.get(rule_id)])
+    assert not report.errors and not report.skipped
+    return report.findings
+
+
+def test_interface_choice_is_an_error_only_across_nodes():
+    rule = "nccl-socket-interface"
+    across = _findings(rule, load_case(rule, "fire"))
+    assert {f.severity for f in across} == {Severity.ERROR}  # two hosts proven
+    assert any("lo (loopback) for bootstrap" in f.message for f in across)
+    (unknown,) = _findings(rule, load_case(rule, "fire-node-count-unknown"))
+    assert unknown.severity == Severity.WARNING and "1. the job's node count" in unknown.message
+    (unused,) = _findings(rule, load_case(rule, "fire-unused-socket-list"))
+    assert unused.severity == Severity.INFO and "network is IB" in unused.message
+
+
+def test_an_interface_line_is_reported_by_its_rule_alone():
+    log = ROOT / "fixtures/logs/real/veth-linklocal-socket-list.log"
+    facts = Facts(logs=analyze([str(log)], catalogue.scan_literals()))
+    assert not _findings("nccl-remote-error", facts)
+    assert len(_findings("nccl-socket-interface", facts)) == 1
+
+
+def test_p2p_cause_is_named_only_with_evidence_on_the_gpus():
+    (named,) = _findings("p2p-blocked-pcie", load_case("p2p-blocked-pcie", "fire-dmar-on-gpu"))
+    assert named.severity == Severity.ERROR and "IOMMU fault" in named.message
+    assert any(e.source == "kernel-log" for e in named.evidence)
+    (other,) = _findings("p2p-blocked-pcie", load_case("p2p-blocked-pcie", "fire-dmar-on-other-device"))
+    assert other.severity == Severity.WARNING and "IOMMU fault" not in other.message
+    assert "1. `sudo lspci -vvv | grep -i acsctl`" in other.message and "A800 80GB PCIe" in other.message
+
+
+def test_a_hang_inside_one_node_with_p2p_connections_is_read_from_the_log():
+    ev = Evidence("x.log", 7, "node-a:1:1 [0] NCCL INFO Channel 00 : 0[4f000] -> 1[52000] via P2P/IPC")
+    hang = Inference("hang", "the log looks like a hang", (ev,))
+    conn = Connection(0, 1, "P2P/IPC", None, "node-a", evidence=ev)
+    logs = LogAnalysis(summary=LogSummary(), connections=(conn,), inferences=(hang,))
+    (finding,) = _findings("p2p-blocked-pcie", Facts(logs=logs))
+    assert "hangs inside one node" in finding.message and "nvidia-smi topo -m" in finding.message
+    net = Connection(0, 2, "NET/IB", "send", "node-a", evidence=ev)
+    assert not _findings("p2p-blocked-pcie", Facts(logs=LogAnalysis(
+        summary=LogSummary(), connections=(conn, net), inferences=(hang,))))  # it may be the network
