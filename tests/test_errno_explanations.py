@@ -38,7 +38,7 @@ def test_the_dmabuf_record_explains_eopnotsupp_only():
 
 def test_an_unknown_errno_names_the_call_and_claims_no_cause():
     found = _verdict("Call to ibv_reg_mr failed with error Input/output error")
-    assert "ibv_reg_mr failed with 'Input/output error'" in found.explanation
+    assert "ibv_reg_mr failed ('with error Input/output error')" in found.explanation
     assert "the errno is what tells" in found.explanation
 
 

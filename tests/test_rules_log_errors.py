@@ -71,7 +71,10 @@ def test_repeated_plugin_warnings_of_one_process_are_one_finding():
     path = LOGS / "ofi-init-failed-socket-fallback-p4d.log"
     # the catalogue explains the endpoint failure on its own line, as a second, more specific finding
     generic, endpoint = findings("nccl-net-plugin-failed", path)
-    assert generic.message.endswith("(4 times)") and len(generic.evidence) == 3
+    assert "(4 times)" in generic.message and len(generic.evidence) == 3
+    # the fallback is claimed from the line that shows it (the chosen network), not from the plugin's failure
+    assert generic.message.endswith("The log shows the fallback: NCCL's network is Socket "
+                                    f"({path}:24).")
     assert "creating an endpoint failed" in endpoint.message
 
 

@@ -59,3 +59,22 @@ def test_a_hang_inside_one_node_with_p2p_connections_is_read_from_the_log():
     net = Connection(0, 2, "NET/IB", "send", "node-a", evidence=ev)
     assert not _findings("p2p-blocked-pcie", Facts(logs=LogAnalysis(
         summary=LogSummary(), connections=(conn, net), inferences=(hang,))))  # it may be the network
+
+
+def _plugin_findings(name: str):
+    log = ROOT / "fixtures/logs/real" / name
+    facts = Facts(logs=analyze([str(log)], catalogue.scan_literals()))
+    return _findings("nccl-net-plugin-failed", facts) + _findings("nccl-no-net-device", facts), facts
+
+
+def test_a_plugin_failure_claims_the_fallback_only_when_the_log_shows_it():
+    # found and failed, and no line says which network NCCL used next (aws/aws-ofi-nccl#1020)
+    unknown, facts = _plugin_findings("efa-fi-getinfo-no-devices-2-27.log")
+    assert unknown and all("not in this log" in f.message for f in unknown)
+    assert not _findings("nccl-socket-fallback", facts)  # no fallback claimed without its line
+    # the same kind of failure where NCCL went on with another network: no fallback to sockets
+    (other,), _facts = _plugin_findings("ofi-standalone-test-couldnt-open-av.log")
+    assert "went on with EFA" in other.message and "no fallback to sockets" in other.message
+    # and where the log shows the socket network
+    shown, facts = _plugin_findings("shm-extend-same-hostname-2-18.log")
+    assert shown and all("The log shows the fallback: NCCL's network is Socket" in f.message for f in shown)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -203,13 +204,39 @@ def _plugin_fallback(plugins: list[PluginInfo], chosen: tuple[Evidence, ...]) ->
     )
 
 
-nccl_net_plugin_failed = error_rule(
+def _fallback_note(logs: LogAnalysis) -> str:
+    """What the log shows NCCL used after a plugin or device failed: the fallback is claimed only when a
+    line shows it (the chosen network, or the connections' transport)."""
+    transport = logs.summary.transport
+    lines = logs.summary.evidence.get("transport", ())
+    where = f" ({lines[0].file}:{lines[0].line})" if lines else ""
+    if transport == "Socket":
+        return f" The log shows the fallback: NCCL's network is Socket{where}."
+    if transport == "none":
+        return " The job is proven to run on one node: no network was needed."
+    if transport:
+        return f" The log shows NCCL went on with {transport}{where}: no fallback to sockets."
+    return " Whether NCCL then fell back to sockets is not in this log: its 'Using network' line or the " \
+        "'via NET/...' connection lines settle it."
+
+
+def _with_fallback_note(logs: LogAnalysis, categories: tuple[str, ...]) -> Iterator[Hit]:
+    note = _fallback_note(logs)
+    for hit in _error_hits(logs, categories):
+        yield dataclasses.replace(hit, message=hit.message + note)
+
+
+@rule(
     "nccl-net-plugin-failed", "warning", ("nccl", "plugin", "log"),
     title="A NCCL net plugin failed to load",
     fix="check the plugin path (LD_LIBRARY_PATH, NCCL_NET_PLUGIN) and its dependencies (libfabric, "
     "rdma-core)",
-    categories=("plugin_error",),
 )
+def nccl_net_plugin_failed(logs: LogAnalysis) -> Iterator[Hit]:
+    """A plugin found but failing (not found is benign: nccl-benign-lines), with what the log shows NCCL
+    used next: the fallback to sockets only when a line shows it."""
+    yield from _with_fallback_note(logs, ("plugin_error",))
+
 
 EFA_GDR_FIX = (
     "EFA offers GPUDirect RDMA only on some instance types: check the "
@@ -410,13 +437,14 @@ def nccl_known_failure(logs: LogAnalysis) -> Iterator[Hit]:
         yield _group_hit(subject, explanation, items)
 
 
-nccl_no_net_device = error_rule(
+@rule(
     "nccl-no-net-device", "warning", ("nccl", "network", "log"),
     title="NCCL found no usable device for a network and moved on to the next one",
     fix="make the RDMA/EFA devices visible (/dev/infiniband in containers, the provider libraries) or set "
     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA to names that exist; pin NCCL_NET so a fallback fails loudly",
-    categories=("no_net_device",),
 )
+def nccl_no_net_device(logs: LogAnalysis) -> Iterator[Hit]:
+    yield from _with_fallback_note(logs, ("no_net_device",))
 
 
 @rule(

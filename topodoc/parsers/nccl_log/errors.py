@@ -124,7 +124,8 @@ _WORDS: tuple[tuple[str, str, str], ...] = (
      "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),
     (r"NET/OFI|Failed to initialize NET plugin|NET/Plugin.*(?:undefined symbol|wrong ELF|incompatible)|"
      r"NET/GPUDirectTCPX|plugin", "plugin_error",
-     "A network plugin failed; NCCL then silently uses the next network (often Socket). Check the plugin's "
+     "A network plugin failed; NCCL goes on with the next network it can use (often Socket: its 'Using "
+     "network' line says which). Check the plugin's "
      "libraries (aws-ofi-nccl, libfabric, the SHARP plugin) and pin NCCL_NET so a fallback fails loudly."),
 )
 _COMPILED = tuple((re.compile(p), c, e) for p, c, e in _WORDS)
@@ -204,10 +205,7 @@ def _wrapped(sig: catalogue.Signature, line: str, msg: str) -> Verdict | None:
 # A verbs call's errno decides what its failure means (the strerror text after "failed with error"): one
 # call, different causes. Computed from (call, errno) because no record can hold every pair with a real
 # example line; a line without an errno is explained no further than the call (REFERENCE.md §1.14).
-_VERBS_FAILED = re.compile(
-    r"(?:Call to )?(?P<call>ibv_\w+)(?:\(\))? (?:failed|returned)(?: with error| :)? ?"
-    r"(?P<err>[A-Za-z][A-Za-z /-]{2,40})?"
-)
+_VERBS_FAILED = re.compile(r"(?P<call>ibv_\w+)(?:\(\))? (?:failed|returned)(?P<rest>[^\n]{0,120})")
 _ERRNO = {
     "Cannot allocate memory": ("ENOMEM", {
         "reg": "the kernel refused to pin the buffer: the process's locked-memory limit (RLIMIT_MEMLOCK, "
@@ -252,17 +250,20 @@ _ERRNO = {
 
 
 def _verbs_errno(msg: str) -> Verdict | None:
-    """A failed verbs call explained by its errno; the call alone when none (or an unknown one) is printed."""
+    """A failed verbs call explained by its errno (its strerror text anywhere after the call: "with error
+    X", "with 22 X", ": X"); the call alone when none, or an unknown one, is printed."""
     found = _VERBS_FAILED.search(msg)
     if found is None:
         return None
-    call, err = found["call"], (found["err"] or "").strip()
-    name, by_call = _ERRNO.get(err, (None, {}))
-    if name is None:
-        said = f" with '{err}'" if err else " without an errno"
+    call, rest = found["call"], found["rest"]
+    err = next((text for text in _ERRNO if text.lower() in rest.lower()), None)
+    if err is None:
+        shown = rest.strip(" :.,")
+        said = f" ('{shown[:60]}')" if shown else " without an errno"
         return Verdict("system_error", f"The verbs call {call} failed{said}; the errno is what tells the "
                        "causes apart (ENOMEM: the locked-memory limit; EOPNOTSUPP: no DMA-BUF support; "
                        "EPERM: container capabilities; EFAULT: no peer-memory path for GPU memory).")
+    name, by_call = _ERRNO[err]
     kind = next((k for k in by_call if k and k in call), "")
     return Verdict("system_error", f"The verbs call {call} failed with {name} ({err}): {by_call[kind]}.")
 
