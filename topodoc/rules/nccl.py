@@ -418,10 +418,26 @@ nccl_remote_error = error_rule(
     fix="read the WARN line above the failure; it names the failing call",
 )
 def nccl_error(logs: LogAnalysis) -> Iterator[Hit]:
-    yield from _error_hits(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
+    """Each error with its explanation; one the failure catalogue does not know (no cause can be named from
+    the line) also says which outputs settle it, ranked."""
+    found = _errors(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
+    for (subject, explanation), items in _grouped(_folded(found)).items():
+        yield _group_hit(subject, explanation, items, note=_settle(items))
     unknown = [err for err in _errors(logs, ("other",)) if not err.signature]
     for (subject, explanation), items in _grouped(_folded(unknown)).items():
-        yield _group_hit(subject, explanation, items, severity=Severity.WARNING)
+        yield _group_hit(subject, explanation, items, severity=Severity.WARNING, note=_settle(items))
+
+
+SETTLE_UNKNOWN = (
+    " No catalogued cause fits this line; what settles it, in order: 1. the lines just before it with "
+    "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (the call that failed and its errno); 2. the other ranks' "
+    "logs (the earliest error across ranks: this one may only react to it); 3. `sudo dmesg -T | grep -i "
+    "-e xid -e nvrm -e mlx5 -e dmar` on this node at that time (a GPU, NIC or IOMMU event)."
+)
+
+
+def _settle(items: list[Item]) -> str:
+    return "" if _known(items) is not None else SETTLE_UNKNOWN
 
 
 @rule(
