@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from topodoc.catalogue.known_bugs import KnownBug, known_bugs, release
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, rule
 
-if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
+if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model or the catalogue
+    from topodoc.catalogue.known_bugs import KnownBug
     from topodoc.logmodel import LogAnalysis, LogError, PluginInfo
 
 
@@ -77,6 +77,8 @@ def _nccl_hit(logs: LogAnalysis, bug: KnownBug) -> Hit | None:
 
 
 def _plugin_hit(logs: LogAnalysis, bug: KnownBug) -> Iterator[Hit]:
+    from topodoc.catalogue.known_bugs import release
+
     nccl = release(logs.summary.nccl_version)
     need = release(bug.requires_nccl)
     if nccl is None or need is None or nccl >= need:
@@ -108,6 +110,8 @@ def _status(plugin: PluginInfo) -> str:
     fix="upgrade past the release that fixed it, or apply the workaround the finding names",
 )
 def nccl_known_bug(logs: LogAnalysis) -> Iterator[Hit]:
+    from topodoc.catalogue.known_bugs import known_bugs  # the table is read only when a log is judged
+
     for bug in known_bugs():
         if bug.component == "nccl":
             hit = _nccl_hit(logs, bug)
