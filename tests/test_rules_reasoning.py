@@ -78,3 +78,15 @@ def test_a_plugin_failure_claims_the_fallback_only_when_the_log_shows_it():
     # and where the log shows the socket network
     shown, facts = _plugin_findings("shm-extend-same-hostname-2-18.log")
     assert shown and all("The log shows the fallback: NCCL's network is Socket" in f.message for f in shown)
+
+
+def test_no_multi_host_log_of_the_corpus_is_said_to_bootstrap_over_two_networks():
+    """Every multi-host log of the corpus bootstraps inside one private block (different /24s, different
+    interface names): none gets nccl-socket-networks-differ; its fire case is the one that does."""
+    logs = sorted((ROOT / "fixtures/logs").rglob("*.log"))
+    rule = [registry.get("nccl-socket-networks-differ")]
+    literals = catalogue.scan_literals()
+    hit = [p.name for p in logs if evaluate(Facts(logs=analyze([str(p)], literals)), rule).findings]
+    assert hit == []
+    (finding,) = _findings("nccl-socket-networks-differ", load_case("nccl-socket-networks-differ", "fire"))
+    assert "192.168.0.0/16" in finding.message and "10.0.0.0/8" in finding.message

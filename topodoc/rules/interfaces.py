@@ -7,6 +7,7 @@ count unknown, is a warning that says which output settles it, never an error.""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -150,4 +151,48 @@ def _hit(err: LogError, bad, nodes: int | None, said: str, transport: str | None
                f"{SETTLE}" + known, (log_line(err),), fix=err.fix, severity=Severity.WARNING, confidence=0.5)
 
 
-RULES: tuple[Rule, ...] = (nccl_socket_interface,)
+# private address blocks (RFC 1918, RFC 6598): hosts whose bootstrap addresses sit in different blocks are
+# on different networks unless something routes between them; different subnets inside one block are common
+# and routed (Kubernetes pod CIDRs per node, cloud subnets), so they are no finding
+BLOCKS = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                   "100.64.0.0/10"))
+
+
+def _block(address: str | None) -> ipaddress.IPv4Network | None:
+    try:
+        ip = ipaddress.ip_address((address or "").split("%")[0])
+    except ValueError:
+        return None
+    return next((b for b in BLOCKS if ip in b), None)
+
+
+def differing_networks(logs: LogAnalysis) -> Iterator[Hit]:
+    """Bootstrap addresses of different hosts in different private blocks (10/8 vs 192.168/16 ...): each
+    node advertises an address on another network, so peers reach it only if a route joins them."""
+    first: dict[ipaddress.IPv4Network, object] = {}
+    for device in logs.devices:
+        block = _block(device.address) if device.role == "bootstrap" else None
+        if block is not None and device.evidence is not None:
+            first.setdefault(block, device)
+    if len(first) < 2 or len({d.host for d in first.values()}) < 2:
+        return
+    shown = ", ".join(f"{d.host} {d.name}:{d.address} ({block})" for block, d in first.items())
+    yield Hit("job", f"the nodes bootstrap over addresses in different private networks ({shown}): each "
+              "advertises an address the others reach only through a router; when no route joins them, "
+              "bootstrap hangs or is refused. What settles it, in order: 1. `ip route get <the other node's "
+              "address>` on each node (a route through the data network, not the default gateway); 2. `ip "
+              "-br addr` on each node (an interface of one network on every node); 3. the same job with "
+              "NCCL_SOCKET_IFNAME set to that interface", tuple(log_line(d.evidence) for d in first.values()),
+              severity=Severity.WARNING, confidence=0.6)
+
+
+@rule(
+    "nccl-socket-networks-differ", "warning", ("nccl", "network", "socket", "log"),
+    title="Nodes bootstrap over addresses in different private networks",
+    fix="set NCCL_SOCKET_IFNAME on every node to the interface of the one network all nodes share",
+)
+def nccl_socket_networks_differ(logs: LogAnalysis) -> Iterator[Hit]:
+    yield from differing_networks(logs)
+
+
+RULES: tuple[Rule, ...] = (nccl_socket_interface, nccl_socket_networks_differ)
