@@ -71,7 +71,10 @@ def test_repeated_plugin_warnings_of_one_process_are_one_finding():
     path = LOGS / "ofi-init-failed-socket-fallback-p4d.log"
     # the catalogue explains the endpoint failure on its own line, as a second, more specific finding
     generic, endpoint = findings("nccl-net-plugin-failed", path)
-    assert generic.message.endswith("(4 times)") and len(generic.evidence) == 3
+    assert "(4 times)" in generic.message and len(generic.evidence) == 3
+    # the fallback is claimed from the line that shows it (the chosen network), not from the plugin's failure
+    assert generic.message.endswith("The log shows the fallback: NCCL's network is Socket "
+                                    f"({path}:24).")
     assert "creating an endpoint failed" in endpoint.message
 
 
@@ -129,9 +132,12 @@ def test_pytorch_last_error_is_folded_into_the_error_line_it_explains(name, line
 
 def test_last_error_repeating_a_warn_is_folded_into_that_warn_with_its_chain():
     path = LOGS / "bootstrap-connect-abort-ipv6-linklocal.log"
-    # the other finding: the interface line itself (catalogue socket-iface-link-local), on another process
-    link_local, finding = findings("nccl-remote-error", path)
+    # the interface line itself (catalogue socket-iface-link-local) is nccl-socket-interface's, an error
+    # because a connection to a link-local address failed on another process
+    (link_local,) = findings("nccl-socket-interface", path)
     assert "socket-iface-link-local" in link_local.message and link_local.subject == "gpu-k07:12246"
+    assert link_local.severity.value == "error" and f"{path}:11" in link_local.message
+    (finding,) = findings("nccl-remote-error", path)
     assert finding.subject == "gpu-k07:12251"
     assert [e.where for e in finding.evidence] == [f"{path}:11", f"{path}:25", f"{path}:12"]
     assert finding.message.startswith("A rank could not connect to a peer's IPv6 link-local address")

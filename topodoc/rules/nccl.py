@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 from topodoc.rules import loginfer
 from topodoc.rules.common import kept_lines, log_line
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
+from topodoc.rules.interfaces import is_interface_choice
 
 if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
     from topodoc.logmodel import LogAnalysis, LogError, LogSummary, PluginInfo
@@ -18,8 +20,10 @@ RDMA_ENV_PREFIXES = ("NCCL_IB_", "NCCL_NET_PLUGIN", "NCCL_NET_GDR", "OFI_NCCL_",
 
 
 def _errors(logs: LogAnalysis, categories: Iterable[str]) -> list[LogError]:
+    """The logged errors of ``categories``; the interface-choice lines (lo, a bridge, link-local) are
+    left to ``nccl-socket-interface``, which weighs them by the node count."""
     wanted = set(categories)
-    return [err for err in logs.errors if err.category in wanted]
+    return [err for err in logs.errors if err.category in wanted and not is_interface_choice(err)]
 
 
 def _error_hits(
@@ -200,13 +204,39 @@ def _plugin_fallback(plugins: list[PluginInfo], chosen: tuple[Evidence, ...]) ->
     )
 
 
-nccl_net_plugin_failed = error_rule(
+def _fallback_note(logs: LogAnalysis) -> str:
+    """What the log shows NCCL used after a plugin or device failed: the fallback is claimed only when a
+    line shows it (the chosen network, or the connections' transport)."""
+    transport = logs.summary.transport
+    lines = logs.summary.evidence.get("transport", ())
+    where = f" ({lines[0].file}:{lines[0].line})" if lines else ""
+    if transport == "Socket":
+        return f" The log shows the fallback: NCCL's network is Socket{where}."
+    if transport == "none":
+        return " The job is proven to run on one node: no network was needed."
+    if transport:
+        return f" The log shows NCCL went on with {transport}{where}: no fallback to sockets."
+    return " Whether NCCL then fell back to sockets is not in this log: its 'Using network' line or the " \
+        "'via NET/...' connection lines settle it."
+
+
+def _with_fallback_note(logs: LogAnalysis, categories: tuple[str, ...]) -> Iterator[Hit]:
+    note = _fallback_note(logs)
+    for hit in _error_hits(logs, categories):
+        yield dataclasses.replace(hit, message=hit.message + note)
+
+
+@rule(
     "nccl-net-plugin-failed", "warning", ("nccl", "plugin", "log"),
     title="A NCCL net plugin failed to load",
     fix="check the plugin path (LD_LIBRARY_PATH, NCCL_NET_PLUGIN) and its dependencies (libfabric, "
     "rdma-core)",
-    categories=("plugin_error",),
 )
+def nccl_net_plugin_failed(logs: LogAnalysis) -> Iterator[Hit]:
+    """A plugin found but failing (not found is benign: nccl-benign-lines), with what the log shows NCCL
+    used next: the fallback to sockets only when a line shows it."""
+    yield from _with_fallback_note(logs, ("plugin_error",))
+
 
 EFA_GDR_FIX = (
     "EFA offers GPUDirect RDMA only on some instance types: check the "
@@ -232,7 +262,7 @@ def nccl_gdr_not_used(logs: LogAnalysis) -> Iterator[Hit]:
 
 
 @rule(
-    "nccl-gdr-asymmetric", "error", ("nccl", "gdr", "log"),
+    "nccl-gdr-asymmetric", "warning", ("nccl", "gdr", "log"),
     title="GPUDirect RDMA used on some nodes or directions but not others",
     fix="compare the nodes: the ones without GDR usually lack nvidia-peermem or have ACS/IOMMU on the path",
 )
@@ -388,10 +418,26 @@ nccl_remote_error = error_rule(
     fix="read the WARN line above the failure; it names the failing call",
 )
 def nccl_error(logs: LogAnalysis) -> Iterator[Hit]:
-    yield from _error_hits(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
+    """Each error with its explanation; one the failure catalogue does not know (no cause can be named from
+    the line) also says which outputs settle it, ranked."""
+    found = _errors(logs, ("cuda_error", "system_error", "invalid_usage", "internal_error"))
+    for (subject, explanation), items in _grouped(_folded(found)).items():
+        yield _group_hit(subject, explanation, items, note=_settle(items))
     unknown = [err for err in _errors(logs, ("other",)) if not err.signature]
     for (subject, explanation), items in _grouped(_folded(unknown)).items():
-        yield _group_hit(subject, explanation, items, severity=Severity.WARNING)
+        yield _group_hit(subject, explanation, items, severity=Severity.WARNING, note=_settle(items))
+
+
+SETTLE_UNKNOWN = (
+    " No catalogued cause fits this line; what settles it, in order: 1. the lines just before it with "
+    "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (the call that failed and its errno); 2. the other ranks' "
+    "logs (the earliest error across ranks: this one may only react to it); 3. `sudo dmesg -T | grep -i "
+    "-e xid -e nvrm -e mlx5 -e dmar` on this node at that time (a GPU, NIC or IOMMU event)."
+)
+
+
+def _settle(items: list[Item]) -> str:
+    return "" if _known(items) is not None else SETTLE_UNKNOWN
 
 
 @rule(
@@ -407,13 +453,14 @@ def nccl_known_failure(logs: LogAnalysis) -> Iterator[Hit]:
         yield _group_hit(subject, explanation, items)
 
 
-nccl_no_net_device = error_rule(
+@rule(
     "nccl-no-net-device", "warning", ("nccl", "network", "log"),
     title="NCCL found no usable device for a network and moved on to the next one",
     fix="make the RDMA/EFA devices visible (/dev/infiniband in containers, the provider libraries) or set "
     "NCCL_SOCKET_IFNAME / NCCL_IB_HCA to names that exist; pin NCCL_NET so a fallback fails loudly",
-    categories=("no_net_device",),
 )
+def nccl_no_net_device(logs: LogAnalysis) -> Iterator[Hit]:
+    yield from _with_fallback_note(logs, ("no_net_device",))
 
 
 @rule(

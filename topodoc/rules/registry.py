@@ -15,6 +15,7 @@ from topodoc.rules import (
     gpudirect,
     health,
     hostlimits,
+    interfaces,
     joined,
     kernel,
     loginfer,
@@ -24,11 +25,13 @@ from topodoc.rules import (
     nics,
     numa,
     nvlink,
+    p2p,
     p2ptest,
     pcie,
     rdmadevices,
     smitable,
     traceback,
+    versions,
 )
 from topodoc.rules.engine import Rule
 
@@ -39,6 +42,9 @@ RULES: tuple[Rule, ...] = (
     *numa.RULES,
     *nics.RULES,
     *nccl.RULES,
+    *interfaces.RULES,
+    *versions.RULES,
+    *p2p.RULES,
     *loginfer.RULES,
     *joined.RULES,
     *fleetrails.RULES,

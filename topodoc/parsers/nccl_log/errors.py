@@ -124,7 +124,8 @@ _WORDS: tuple[tuple[str, str, str], ...] = (
      "/ NCCL_P2P_LEVEL, ACS and IOMMU settings, and on NVLink systems the Fabric Manager."),
     (r"NET/OFI|Failed to initialize NET plugin|NET/Plugin.*(?:undefined symbol|wrong ELF|incompatible)|"
      r"NET/GPUDirectTCPX|plugin", "plugin_error",
-     "A network plugin failed; NCCL then silently uses the next network (often Socket). Check the plugin's "
+     "A network plugin failed; NCCL goes on with the next network it can use (often Socket: its 'Using "
+     "network' line says which). Check the plugin's "
      "libraries (aws-ofi-nccl, libfabric, the SHARP plugin) and pin NCCL_NET so a fallback fails loudly."),
 )
 _COMPILED = tuple((re.compile(p), c, e) for p, c, e in _WORDS)
@@ -201,7 +202,76 @@ def _wrapped(sig: catalogue.Signature, line: str, msg: str) -> Verdict | None:
     return _generic(msg)
 
 
+# A verbs call's errno decides what its failure means (the strerror text after "failed with error"): one
+# call, different causes. Computed from (call, errno) because no record can hold every pair with a real
+# example line; a line without an errno is explained no further than the call (REFERENCE.md §1.14).
+_VERBS_FAILED = re.compile(r"(?P<call>ibv_\w+)(?:\(\))? (?:failed|returned)(?P<rest>[^\n]{0,120})")
+_ERRNO = {
+    "Cannot allocate memory": ("ENOMEM", {
+        "reg": "the kernel refused to pin the buffer: the process's locked-memory limit (RLIMIT_MEMLOCK, "
+        "`ulimit -l` inside the job) is below the registration's size, or the registration is larger than "
+        "the HCA's translation tables allow (very large NCCL_BUFFSIZE or registered user buffers); set "
+        "memlock to unlimited for the job (docker --ulimit memlock=-1, Slurm/systemd limits) and check it "
+        "from inside a rank",
+        "": "the HCA or the kernel ran out of memory for the resource: usually the locked-memory limit "
+        "(`ulimit -l` inside the job must be unlimited), else too many queue pairs / completion queues "
+        "(several communicators or libraries at once)",
+    }),
+    "Operation not supported": ("EOPNOTSUPP", {
+        "dmabuf": "the RDMA stack cannot register GPU memory through DMA-BUF: a kernel before 5.12, a "
+        "MOFED/rdma-core or HCA driver without dmabuf support, or the proprietary GPU kernel module "
+        "(DMA-BUF needs the open one); NCCL_DMABUF_ENABLE=0 uses nvidia-peermem instead",
+        "": "the HCA or its driver does not support the requested operation or attribute on this port",
+    }),
+    "Operation not permitted": ("EPERM", {
+        "": "the process lacks a privilege the call needs: in a container, IPC_LOCK (memory pinning) or "
+        "access to /dev/infiniband/uverbs*; run with --cap-add=IPC_LOCK and the RDMA devices (Kubernetes: "
+        "the RDMA device plugin and the IPC_LOCK capability), or a memlock limit that covers the buffers",
+    }),
+    "Bad address": ("EFAULT", {
+        "": "the kernel could not pin the pages for the NIC: for a GPU buffer no peer-memory path "
+        "(nvidia-peermem not loaded or built against another OFED, a GPU without GPUDirect RDMA such as "
+        "GeForce), or ACS/IOMMU on the path",
+    }),
+    "Invalid argument": ("EINVAL", {
+        "modify_qp": "the queue pair's attributes do not fit this port: on RoCE a GID index that is not a "
+        "valid RoCEv2 address here (check NCCL_IB_GID_INDEX against show_gids), an MTU or port the HCA "
+        "rejects",
+        "": "the driver rejected the call's arguments (access flags, sizes or a port the HCA does not "
+        "support); for a GPU buffer, also no peer-memory client to take it",
+    }),
+    "No such device": ("ENODEV", {
+        "": "the device or port is gone (link down, HCA reset, a GID index pointing at no address)",
+    }),
+    "Resource temporarily unavailable": ("EAGAIN", {
+        "": "the HCA is out of a resource for now (queue pairs, memory regions); too many at once",
+    }),
+}
+
+
+def _verbs_errno(msg: str) -> Verdict | None:
+    """A failed verbs call explained by its errno (its strerror text anywhere after the call: "with error
+    X", "with 22 X", ": X"); the call alone when none, or an unknown one, is printed."""
+    found = _VERBS_FAILED.search(msg)
+    if found is None:
+        return None
+    call, rest = found["call"], found["rest"]
+    err = next((text for text in _ERRNO if text.lower() in rest.lower()), None)
+    if err is None:
+        shown = rest.strip(" :.,")
+        said = f" ('{shown[:60]}')" if shown else " without an errno"
+        return Verdict("system_error", f"The verbs call {call} failed{said}; the errno is what tells the "
+                       "causes apart (ENOMEM: the locked-memory limit; EOPNOTSUPP: no DMA-BUF support; "
+                       "EPERM: container capabilities; EFAULT: no peer-memory path for GPU memory).")
+    name, by_call = _ERRNO[err]
+    kind = next((k for k in by_call if k and k in call), "")
+    return Verdict("system_error", f"The verbs call {call} failed with {name} ({err}): {by_call[kind]}.")
+
+
 def _generic(msg: str) -> Verdict | None:
+    verbs = _verbs_errno(msg)
+    if verbs is not None:
+        return verbs
     for pattern, category, explanation in _COMPILED:
         if pattern.search(msg):
             return Verdict(category, explanation)

@@ -90,7 +90,7 @@ def build(state: LogState, stats: tuple[InputStats, ...]) -> LogAnalysis:
         hosts=tuple(h.name for h in hosts), hcas=tuple(hcas), intra_node=intra_node(state, conns),
         errors=errs, benign=benign, env={e.name: e.value for e in env},
         evidence=_distinct(evidence),
-        notes=_notes(state, index) + _rank_note(ranks),
+        notes=_notes(state, index) + _rank_note(ranks) + _torn_note(state, hosts, index),
     )
     return LogAnalysis(
         summary=summary, inputs=stats, hosts=hosts, ranks=_rank_rows(ranks),
@@ -308,7 +308,7 @@ def _nnodes(state: LogState, hosts, ranks, conns, index: _HostIndex) -> tuple[in
     world = [r for r in ranks if r.nranks == size and r.local_ranks]
     if world and world[0].nranks % world[0].local_ranks == 0:
         candidates.append((world[0].nranks // world[0].local_ranks, world[0].evidence))
-    seen = sum(h.machines for h in hosts)
+    seen = _machines(hosts)
     complete = bool(size) and (seen == size or len({r.rank for r in ranks if r.nranks == size}) == size)
     tests = state.test_ranks  # nccl-tests lists every rank with its host
     if tests and len(tests) == max(tests) + 1:
@@ -325,6 +325,34 @@ def _nnodes(state: LogState, hosts, ranks, conns, index: _HostIndex) -> tuple[in
     if not evidence:
         evidence = tuple(_host_evidence(state, hosts, index, full=False))
     return best, evidence
+
+
+def torn_hosts(hosts) -> dict[str, str]:
+    """Host names that are the end of another host name in the same log (``ode-a`` next to ``node-a``):
+    a line whose start was cut off (a torn paste, two writers on one line). Each is counted as the machine
+    whose name it ends, never as another node; a note gives the count as a range with the reason."""
+    names = [h.name for h in hosts]
+    return {short: long for short in names for long in names
+            if short != long and len(short) >= 2 and long.endswith(short)}
+
+
+def _machines(hosts) -> int:
+    torn = torn_hosts(hosts)
+    return sum(h.machines for h in hosts if h.name not in torn)
+
+
+def _torn_note(state: LogState, hosts, index: _HostIndex) -> tuple[str, ...]:
+    torn = torn_hosts(hosts)
+    if not torn:
+        return ()
+    low = _machines(hosts)
+    shown = []
+    for short, long in sorted(torn.items())[:4]:
+        lines = _host_line(state, short, index, full=True)
+        where = f" ({lines[0].file}:{lines[0].line})" if lines else ""
+        shown.append(f"'{short}'{where} is the end of '{long}'")
+    return (f"host name(s) {'; '.join(shown)}: lines whose start was cut off, counted as the machine they "
+            f"end: the node count is {low} to {low + len(torn)} ({low} if they are torn, as assumed)",)
 
 
 def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
@@ -350,7 +378,7 @@ def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
 def _nnodes_min(state: LogState, hosts, conns, env, index: _HostIndex, inside) -> tuple[int | None, tuple]:
     """A lower bound when the total is unknown: the machines the log shows (host names, several
     bootstrap addresses under one name), and at least 2 when ranks connect over the network."""
-    seen = sum(h.machines for h in hosts)
+    seen = _machines(hosts)
     net = _net_lines(conns, env, inside)
     if net and seen < 2:
         return 2, net
