@@ -18,10 +18,16 @@ Lines without ``NCCL`` are read only where one of the catalogue's gates (:mod:`t
 error, fail, warn words and a few more) occurs, found with one ``bytes.find`` pass per gate. Lines are
 numbered in C (``bytes.count`` between the lines visited), only for lines that become evidence. Memory is
 bounded by the job's size, never by the log's. Benchmarks: ``benchmarks/logs_bench.py``.
+
+The three loops over a block's bytes (the connection split, the record pass, the gate words) also exist in
+C (``_scan.c``, an optional extension built by ``pip install .``): :data:`_C` is that module, or ``None``
+where it was not built or ``TOPODOC_PURE=1`` is set; both give the same state (the Python loops below are
+the C core's oracle, ``tests/test_nccl_log_cscan.py``). :func:`engine` names the one that runs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -110,6 +116,27 @@ _PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}
 _ORDER = itemgetter(0)
 
 
+def _load_core():
+    """The C core, or ``None`` (not built here, or ``TOPODOC_PURE=1``)."""
+    if os.environ.get("TOPODOC_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from topodoc.parsers.nccl_log import _scan
+    except ImportError:
+        return None
+    return _scan
+
+
+_C = _load_core()
+
+
+def engine() -> str:
+    """Which scanner core runs: ``"C"`` (the compiled ``_scan``) or ``"Python"``."""
+    if _C is not None:
+        return "C"
+    return "Python (TOPODOC_PURE=1)" if os.environ.get("TOPODOC_PURE", "") not in ("", "0") else "Python"
+
+
 class Scanner:
     """Reads one input into a shared :class:`LogState`; :meth:`run` returns the input's statistics."""
 
@@ -136,6 +163,7 @@ class Scanner:
         self.pair_lines: Counter = Counter()
         self.tail_lines: Counter = Counter()
         self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
+        self.core = _C
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
@@ -151,17 +179,24 @@ class Scanner:
     # -- one block ------------------------------------------------------------------------------------
 
     def _block(self, block: bytes) -> None:
-        infos = block.count(_INFO)
-        self.nccl += infos
         events: list[tuple] = []
-        colls: dict[bytes, list] = {}
         self._connections(block, events)
-        self._records(block, events, colls)
-        self._gated(block, events, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block))
+        if self.core is not None:
+            new: dict[tuple[bytes, bytes], list] = {}
+            infos, colls = self.core.records(block, self.repeats, self.wanted, self._worth, self.whos,
+                                             self._conn_line, new, events)
+            for key, (count, start) in new.items():
+                events.append((start, _NEWCONN, (key, count)))
+        else:
+            infos, colls = block.count(_INFO), {}
+            self._records(block, events, colls)
+        self.nccl += infos
+        gated = self._gated if self.core is None else self.core.gated
+        gated(block, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block), events)
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
             first = block.find(_INFO)
             until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
-            self._gated(block, events, _OLD_GATES, until)
+            gated(block, _OLD_GATES, until, events)
             self.seen_info = infos > 0
         self._fold_colls(colls, events)
         events.sort(key=_ORDER)
@@ -210,16 +245,26 @@ class Scanner:
         (the end of the piece before) and text (the start of the piece after) paired and counted in a
         ``Counter``, then read once per distinct pair. A block holding a glued or torn one is read line by
         line instead (:meth:`_conn_line`)."""
-        if _CHANNEL not in block:
-            return
-        pieces = block.split(_CHANNEL)
-        tails = [p[p.rfind(_NL) + 1 :] for p in pieces[:-1]]
-        # the text after "NN/N : " (the channel number left out, so a rank's 32 channels to a peer fold)
-        # (b"\0" where the line holds no " : " or goes on to another record: read line by line then)
-        rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
-                 for p in pieces[1:]]
-        if self._fold_conns(block, Counter(zip(tails, rests, strict=True)), events, (pieces, tails, rests)):
-            return
+        if self.core is not None:
+            folded = self.core.channels(block)
+            if folded is None:
+                return
+            counts, firsts, tails = folded
+            if self._fold_conns(counts, events, lambda wanted: {p: firsts[p] for p in wanted}, tails):
+                return
+        else:
+            if _CHANNEL not in block:
+                return
+            pieces = block.split(_CHANNEL)
+            tails = [p[p.rfind(_NL) + 1 :] for p in pieces[:-1]]
+            # the text after "NN/N : " (the channel number left out, so a rank's 32 channels to a peer
+            # fold) (b"\0" where the line holds no " : " or goes on to another record: read line by line)
+            rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
+                     for p in pieces[1:]]
+            split = (pieces, tails, rests)
+            if self._fold_conns(Counter(zip(tails, rests, strict=True)), events,
+                                lambda wanted: _first_lines(split, wanted), tails):
+                return
         new: dict[tuple[bytes, bytes], list] = {}
         rfind, find = block.rfind, block.find
         for m in _CONN_ANY.finditer(block):
@@ -231,13 +276,15 @@ class Scanner:
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
 
-    def _fold_conns(self, block: bytes, counts: Counter, events: list, split: tuple) -> bool:
+    def _fold_conns(self, counts, events: list, first, tails) -> bool:
         """Take the block's folded lines ``(prefix, text after "Channel NN/N : ")`` -> lines; ``False``
         (and nothing taken) when one of them needs the grammar: a line holding two records, a line cut
         before "via", a prefix-less or odd one. A pair met for the first time gets its key (and, when the
         key is new, its first line as evidence, in file order); the counts wait in ``Counter``s, added up
         in C block after block, and reach the state once per distinct pair (:meth:`_flush_conns`): a rank's
-        lines spread over every block of a big interleaved log cost no Python work per block."""
+        lines spread over every block of a big interleaved log cost no Python work per block. ``first``:
+        pairs -> where each one's first line starts; ``tails``: the lines' prefixes (a list, or prefix ->
+        lines)."""
         for (tail, rest), _n in counts.items():
             if not tail or rest == b"\0" or b"NCCL" in tail or b" NCCL " in rest or _torn(rest):
                 return False
@@ -261,10 +308,10 @@ class Scanner:
             if key not in conns:
                 firsts.append((pair, key))
         if firsts:
-            starts = _first_lines(split, {pair for pair, _key in firsts})
+            starts = first({pair for pair, _key in firsts})
             events.extend((starts[pair], _NEWCONN, (key, 0)) for pair, key in dict(firsts).items())
         self.pair_lines.update(counts)
-        self.tail_lines.update(split[1])
+        self.tail_lines.update(tails)
         return True
 
     def _flush_conns(self) -> None:
@@ -318,7 +365,7 @@ class Scanner:
         self.wanted[msg] = worth
         return worth
 
-    def _gated(self, block: bytes, events: list, gates: tuple[bytes, ...], until: int) -> None:
+    def _gated(self, block: bytes, gates: tuple[bytes, ...], until: int, events: list) -> None:
         """Lines before ``until`` without NCCL's INFO marker that hold a gate word (one ``bytes.find``
         pass per gate)."""
         find, rfind = block.find, block.rfind

@@ -1,0 +1,601 @@
+/* The log scanner's inner loops in C (CPython API only): topodoc.parsers.nccl_log._scan.
+ *
+ * Each function does, for one block of whole lines, exactly what the Python loop of the same name in
+ * scan.py does (scan.py stays the fallback and the oracle: tests/test_nccl_log_cscan.py compares the
+ * two on the real corpus, the goldens, generated logs and every block cut), but without a Python object
+ * per line: only distinct keys (a connection line's prefix and text, a collective caller's prefix) and
+ * the lines Python must read become objects.
+ *
+ *   channels(block)  -> None | (pairs {(prefix, text): lines}, firsts {(prefix, text): start},
+ *                               prefixes {prefix: lines})           -- Scanner._connections' split
+ *   records(block, repeats, wanted, worth, whos, conn_line, new, events)
+ *                    -> (INFO records, colls {prefix: [n, first start, last message]})
+ *                                                                    -- Scanner._records
+ *   gated(block, gates, until, events) -> None                       -- Scanner._gated, every gate in one
+ *                                                                       pass (a two-byte filter)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INFO " NCCL INFO "
+#define INFO_LEN 11
+#define CHANNEL " NCCL INFO Channel "
+#define CHANNEL_LEN 19
+#define OPCOUNT ": opCount "
+#define OPCOUNT_LEN 10
+
+/* Python's bytes.find(sub, start, end): sub wholly inside [start, end); -1 when absent */
+static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const char *sub, Py_ssize_t n)
+{
+    if (start < 0)
+        start = 0;
+    if (end - start < n)
+        return -1;
+    if (n == 1) {
+        const char *p = memchr(b + start, sub[0], (size_t)(end - start));
+        return p ? p - b : -1;
+    }
+    const char *p = memmem(b + start, (size_t)(end - start), sub, (size_t)n);
+    return p ? p - b : -1;
+}
+
+/* bytes.rfind(b"\n", 0, at) + 1: the start of the line holding position at */
+static Py_ssize_t line_start(const char *b, Py_ssize_t at)
+{
+    while (at > 0) {
+        if (b[at - 1] == '\n')
+            return at;
+        at--;
+    }
+    return 0;
+}
+
+static Py_ssize_t line_end(const char *b, Py_ssize_t at, Py_ssize_t n)
+{
+    const char *p = memchr(b + at, '\n', (size_t)(n - at));
+    return p ? p - b : -1;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* 1..max ASCII digits at b[*i] followed by sep (slen bytes) before n; advances *i past sep */
+static int digits_then(const char *b, Py_ssize_t *i, Py_ssize_t n, int max, const char *sep, Py_ssize_t slen)
+{
+    Py_ssize_t j = *i;
+    while (j < n && is_digit(b[j]))
+        j++;
+    if (j == *i || j - *i > max || n - j < slen || memcmp(b + j, sep, (size_t)slen) != 0)
+        return 0;
+    *i = j + slen;
+    return 1;
+}
+
+static int starts(const char *b, Py_ssize_t at, Py_ssize_t n, const char *lit)
+{
+    size_t len = strlen(lit);
+    return n - at >= (Py_ssize_t)len && memcmp(b + at, lit, len) == 0;
+}
+
+/* scan.py's _NCCL lookahead: records with nothing to learn, dropped (at: the "NCCL") */
+static int dropped(const char *b, Py_ssize_t at, Py_ssize_t n)
+{
+    Py_ssize_t i = at + 4;
+    if (!starts(b, i, n, " INFO "))
+        return 0;
+    i += 6;
+    if (starts(b, i, n, "Tree") || starts(b, i, n, "Pattern ") || starts(b, i, n, "NVLS Head")
+        || starts(b, i, n, " "))
+        return 1;
+    if (starts(b, i, n, "Channel ") && i + 8 < n && is_digit(b[i + 8]))
+        return 1;
+    if (starts(b, i, n, "Ring ")) {
+        i += 5;
+        return digits_then(b, &i, n, 4, " : ", 3) && digits_then(b, &i, n, 9, " -> ", 4)
+            && digits_then(b, &i, n, 9, " -> ", 4);
+    }
+    return 0;
+}
+
+/* -- a table of distinct (span, span) keys, in first-seen order --------------------------------------- */
+
+typedef struct {
+    Py_ssize_t a, alen, b, blen; /* blen -1: the b"\0" marker of scan.py */
+    uint64_t hash;
+    Py_ssize_t count, first, last, lastlen;
+} Entry;
+
+typedef struct {
+    Entry *e;
+    Py_ssize_t n, cap;
+    Py_ssize_t *slots; /* index + 1 into e, 0: free */
+    Py_ssize_t mask;
+} Table;
+
+static uint64_t mix(uint64_t h, const char *p, Py_ssize_t len)
+{
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+        p += 8;
+        len -= 8;
+    }
+    while (len-- > 0)
+        h = (h ^ (unsigned char)*p++) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t key_hash(const char *b, Py_ssize_t a, Py_ssize_t alen, Py_ssize_t c, Py_ssize_t clen)
+{
+    uint64_t h = mix(0xcbf29ce484222325ULL ^ (uint64_t)alen, b + a, alen);
+    if (clen >= 0)
+        h = mix(h ^ ((uint64_t)clen << 1), b + c, clen);
+    else
+        h ^= 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 31);
+}
+
+static int table_init(Table *t)
+{
+    t->n = 0;
+    t->cap = 64;
+    t->mask = 127;
+    t->e = PyMem_Malloc(sizeof(Entry) * (size_t)t->cap);
+    t->slots = PyMem_Calloc((size_t)t->mask + 1, sizeof(Py_ssize_t));
+    if (!t->e || !t->slots) {
+        PyMem_Free(t->e);
+        PyMem_Free(t->slots);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void table_free(Table *t)
+{
+    PyMem_Free(t->e);
+    PyMem_Free(t->slots);
+}
+
+static int table_grow(Table *t)
+{
+    Py_ssize_t mask = t->mask * 2 + 1;
+    Py_ssize_t *slots = PyMem_Calloc((size_t)mask + 1, sizeof(Py_ssize_t));
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        Py_ssize_t s = (Py_ssize_t)(t->e[k].hash & (uint64_t)mask);
+        while (slots[s])
+            s = (s + 1) & mask;
+        slots[s] = k + 1;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    return 0;
+}
+
+/* the entry for key (a, alen, c, clen) of block b, made (count 0) when new; NULL on memory error */
+static Entry *table_get(Table *t, const char *b, Py_ssize_t a, Py_ssize_t alen, Py_ssize_t c, Py_ssize_t clen)
+{
+    uint64_t h = key_hash(b, a, alen, c, clen);
+    Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)t->mask);
+    while (t->slots[s]) {
+        Entry *e = &t->e[t->slots[s] - 1];
+        if (e->hash == h && e->alen == alen && e->blen == clen && memcmp(b + e->a, b + a, (size_t)alen) == 0
+            && (clen <= 0 || memcmp(b + e->b, b + c, (size_t)clen) == 0))
+            return e;
+        s = (s + 1) & t->mask;
+    }
+    if (t->n == t->cap) {
+        Entry *grown = PyMem_Realloc(t->e, sizeof(Entry) * (size_t)t->cap * 2);
+        if (!grown) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->e = grown;
+        t->cap *= 2;
+    }
+    Entry *e = &t->e[t->n++];
+    e->a = a;
+    e->alen = alen;
+    e->b = c;
+    e->blen = clen;
+    e->hash = h;
+    e->count = 0;
+    e->first = e->last = e->lastlen = 0;
+    t->slots[s] = t->n;
+    if (t->n * 2 > t->mask && table_grow(t) < 0)
+        return NULL;
+    return &t->e[t->n - 1];
+}
+
+static PyObject *span(const char *b, Py_ssize_t at, Py_ssize_t len)
+{
+    if (len < 0)
+        return PyBytes_FromStringAndSize("\0", 1);
+    return PyBytes_FromStringAndSize(b + at, len);
+}
+
+static PyObject *pair_of(const char *b, const Entry *e)
+{
+    PyObject *x = span(b, e->a, e->alen), *y = span(b, e->b, e->blen);
+    PyObject *pair = (x && y) ? PyTuple_Pack(2, x, y) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return pair;
+}
+
+static int put_int(PyObject *dict, PyObject *key, Py_ssize_t value)
+{
+    PyObject *v = PyLong_FromSsize_t(value);
+    int rc = v ? PyDict_SetItem(dict, key, v) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* -- channels ------------------------------------------------------------------------------------------ */
+
+static PyObject *channels(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &buf))
+        return NULL;
+    const char *b = buf.buf;
+    Py_ssize_t n = buf.len;
+    Py_ssize_t m = find(b, 0, n, CHANNEL, CHANNEL_LEN);
+    if (m < 0) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    Table pairs, tails;
+    PyObject *counts = NULL, *firsts = NULL, *prefixes = NULL, *result = NULL;
+    if (table_init(&pairs) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (table_init(&tails) < 0) {
+        table_free(&pairs);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    Py_ssize_t piece = 0; /* start of the piece before marker m */
+    while (m >= 0) {
+        /* the prefix: the end of the piece before the marker, after its last newline */
+        Py_ssize_t tail = m;
+        while (tail > piece && b[tail - 1] != '\n')
+            tail--;
+        Py_ssize_t after = m + CHANNEL_LEN;
+        Py_ssize_t next = find(b, after, n, CHANNEL, CHANNEL_LEN);
+        Py_ssize_t stop = next < 0 ? n : next; /* the piece after the marker: [after, stop) */
+        Py_ssize_t i = find(b, after, after + 16 < stop ? after + 16 : stop, " : ", 3);
+        Py_ssize_t j = line_end(b, after, stop);
+        Py_ssize_t rest = -1, rlen = -1;
+        if (i >= 0 && j > i && !(j - i == 4 && b[i + 3] == '\0')) { /* a text of one NUL is the marker */
+            rest = i + 3;
+            rlen = j - rest;
+        }
+        Entry *e = table_get(&pairs, b, tail, m - tail, rest, rlen);
+        if (!e)
+            goto done;
+        if (e->count++ == 0)
+            e->first = tail;
+        e = table_get(&tails, b, tail, m - tail, 0, 0);
+        if (!e)
+            goto done;
+        e->count++;
+        piece = after;
+        m = next;
+    }
+    counts = PyDict_New();
+    firsts = PyDict_New();
+    prefixes = PyDict_New();
+    if (!counts || !firsts || !prefixes)
+        goto done;
+    for (Py_ssize_t k = 0; k < pairs.n; k++) {
+        PyObject *pair = pair_of(b, &pairs.e[k]);
+        int rc = pair ? put_int(counts, pair, pairs.e[k].count) : -1;
+        if (rc == 0)
+            rc = put_int(firsts, pair, pairs.e[k].first);
+        Py_XDECREF(pair);
+        if (rc < 0)
+            goto done;
+    }
+    for (Py_ssize_t k = 0; k < tails.n; k++) {
+        PyObject *key = span(b, tails.e[k].a, tails.e[k].alen);
+        int rc = key ? put_int(prefixes, key, tails.e[k].count) : -1;
+        Py_XDECREF(key);
+        if (rc < 0)
+            goto done;
+    }
+    result = PyTuple_Pack(3, counts, firsts, prefixes);
+done:
+    Py_XDECREF(counts);
+    Py_XDECREF(firsts);
+    Py_XDECREF(prefixes);
+    table_free(&pairs);
+    table_free(&tails);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* -- records ------------------------------------------------------------------------------------------- */
+
+static int event(PyObject *events, Py_ssize_t start, long kind, PyObject *data)
+{
+    PyObject *ev = Py_BuildValue("(nlO)", start, kind, data);
+    int rc = ev ? PyList_Append(events, ev) : -1;
+    Py_XDECREF(ev);
+    return rc;
+}
+
+static int coll_head(const char *m)
+{
+    static const char heads[][5] = {"AllR", "AllG", "Redu", "Broa", "Send", "Recv", "AllT", "Gath", "Scat", "Allt"};
+    for (size_t k = 0; k < sizeof heads / sizeof heads[0]; k++)
+        if (memcmp(m, heads[k], 4) == 0)
+            return 1;
+    return 0;
+}
+
+static PyObject *records(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    PyObject *block, *repeats, *wanted, *worth, *whos, *conn_line, *new, *events;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "SO!O!OO!OO!O!", &block, &PySet_Type, &repeats, &PyDict_Type, &wanted, &worth,
+                          &PyDict_Type, &whos, &conn_line, &PyDict_Type, &new, &PyList_Type, &events))
+        return NULL;
+    if (PyObject_GetBuffer(block, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *b = buf.buf;
+    Py_ssize_t n = buf.len, infos = 0, info_end = 0;
+    PyObject *colls = NULL, *result = NULL, *tail = NULL, *msg = NULL;
+    Table table;
+    if (table_init(&table) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    for (Py_ssize_t at = find(b, 0, n, "NCCL", 4); at >= 0; at = find(b, at + 4, n, "NCCL", 4)) {
+        int info = starts(b, at + 4, n, " INFO ");
+        if (info && at >= 1 && b[at - 1] == ' ' && at - 1 >= info_end) { /* block.count(b" NCCL INFO ") */
+            infos++;
+            info_end = at + 10;
+        }
+        if (dropped(b, at, n))
+            continue;
+        Py_ssize_t start = line_start(b, at);
+        if (!info || at == start || b[at - 1] != ' ') {
+            if (find(b, start, at, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0)
+                goto done;
+            continue;
+        }
+        Py_ssize_t end = line_end(b, at, n);
+        if (end < 0)
+            end = n - 1; /* block[x:-1], as scan.py slices (a block always ends with a newline) */
+        Py_ssize_t m0 = at + 10, mlen = end > m0 ? end - m0 : 0, t0 = start, tlen = at - 1 - start;
+        const char *m = b + m0;
+        if (mlen >= 4 && (memcmp(m, "Chan", 4) == 0 || memcmp(m, "Ring", 4) == 0)) {
+            msg = PyBytes_FromStringAndSize(m, mlen);
+            tail = PyBytes_FromStringAndSize(b + t0, tlen);
+            if (!msg || !tail)
+                goto done;
+            PyObject *r = PyObject_CallFunction(conn_line, "OnOOOO", block, start, msg, tail, new, events);
+            Py_CLEAR(msg);
+            Py_CLEAR(tail);
+            if (!r)
+                goto done;
+            Py_DECREF(r);
+            continue;
+        }
+        if (mlen >= 4 && coll_head(m)) {
+            Py_ssize_t op = find(m, 0, mlen < 40 ? mlen : 40, OPCOUNT, OPCOUNT_LEN);
+            if (op > 0 && find(b, t0, t0 + tlen, "NCCL", 4) < 0) {
+                Entry *e = table_get(&table, b, t0, tlen, 0, 0);
+                if (!e)
+                    goto done;
+                if (e->count++ == 0)
+                    e->first = start;
+                e->last = m0;
+                e->lastlen = mlen;
+                continue;
+            }
+        }
+        tail = PyBytes_FromStringAndSize(b + t0, tlen);
+        msg = PyBytes_FromStringAndSize(m, mlen);
+        PyObject *key = (tail && msg) ? PyTuple_Pack(2, tail, msg) : NULL;
+        if (!key)
+            goto done;
+        int seen = PySet_Contains(repeats, key);
+        if (seen != 0) {
+            Py_DECREF(key);
+            if (seen < 0)
+                goto done;
+            Py_CLEAR(tail);
+            Py_CLEAR(msg);
+            continue;
+        }
+        PyObject *w = PyDict_GetItemWithError(wanted, msg);
+        int good;
+        if (w) {
+            good = PyObject_IsTrue(w);
+        } else if (PyErr_Occurred()) {
+            good = -1;
+        } else {
+            w = PyObject_CallOneArg(worth, msg);
+            good = w ? PyObject_IsTrue(w) : -1;
+            Py_XDECREF(w);
+        }
+        if (good == 0)
+            good = find(b, t0, t0 + tlen, "NCCL", 4) >= 0 || find(m, 0, mlen, " NCCL ", 6) >= 0;
+        if (good < 0) {
+            Py_DECREF(key);
+            goto done;
+        }
+        int rc = 0;
+        if (good) {
+            rc = event(events, start, 1, key);
+        } else {
+            int known = PyDict_Contains(whos, tail);
+            rc = known < 0 ? -1 : (known ? 0 : event(events, start, 4, tail));
+        }
+        Py_DECREF(key);
+        Py_CLEAR(tail);
+        Py_CLEAR(msg);
+        if (rc < 0)
+            goto done;
+    }
+    colls = PyDict_New();
+    if (!colls)
+        goto done;
+    for (Py_ssize_t k = 0; k < table.n; k++) {
+        Entry *e = &table.e[k];
+        PyObject *key = PyBytes_FromStringAndSize(b + e->a, e->alen);
+        PyObject *entry = key ? Py_BuildValue("[nny#]", e->count, e->first, b + e->last, e->lastlen) : NULL;
+        int rc = entry ? PyDict_SetItem(colls, key, entry) : -1;
+        Py_XDECREF(key);
+        Py_XDECREF(entry);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(nO)", infos, colls);
+done:
+    Py_XDECREF(tail);
+    Py_XDECREF(msg);
+    Py_XDECREF(colls);
+    table_free(&table);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* -- gated --------------------------------------------------------------------------------------------- */
+
+#define MAX_GATES 256
+
+static int gated_slow(const char *b, Py_ssize_t until, Py_ssize_t n, const char **gate, const Py_ssize_t *glen,
+                      Py_ssize_t count, PyObject *events)
+{
+    /* scan.py's loop, gate by gate (gates of one byte or holding a newline), events in its order */
+    for (Py_ssize_t g = 0; g < count; g++) {
+        Py_ssize_t at = find(b, 0, until, gate[g], glen[g]);
+        while (at >= 0) {
+            Py_ssize_t start = line_start(b, at), end = line_end(b, at, n);
+            if (end < 0)
+                end = n - 1;
+            if (find(b, start, end, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0)
+                return -1;
+            at = find(b, end + 1, until, gate[g], glen[g]);
+        }
+    }
+    return 0;
+}
+
+static PyObject *gated(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    PyObject *gates, *events;
+    Py_ssize_t until;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*O!nO!", &buf, &PyTuple_Type, &gates, &until, &PyList_Type, &events))
+        return NULL;
+    const char *b = buf.buf;
+    Py_ssize_t n = buf.len, count = PyTuple_GET_SIZE(gates);
+    const char *gate[MAX_GATES];
+    Py_ssize_t glen[MAX_GATES];
+    int slow = count > MAX_GATES;
+    if (until > n)
+        until = n;
+    if (until < 0)
+        until = 0;
+    for (Py_ssize_t g = 0; g < count && !slow; g++) {
+        PyObject *item = PyTuple_GET_ITEM(gates, g);
+        if (!PyBytes_Check(item)) {
+            PyBuffer_Release(&buf);
+            PyErr_SetString(PyExc_TypeError, "gates must be bytes");
+            return NULL;
+        }
+        gate[g] = PyBytes_AS_STRING(item);
+        glen[g] = PyBytes_GET_SIZE(item);
+        if (glen[g] < 2 || memchr(gate[g], '\n', (size_t)glen[g]))
+            slow = 1;
+    }
+    if (slow) {
+        /* the Python loop's own order (gate by gate) */
+        int rc = count > MAX_GATES ? -2 : gated_slow(b, until, n, gate, glen, count, events);
+        PyBuffer_Release(&buf);
+        if (rc == -2) {
+            PyErr_SetString(PyExc_ValueError, "too many gates");
+            return NULL;
+        }
+        if (rc < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    /* one pass: a bit per two-byte start of a gate; a hit is checked against the gates it may begin,
+     * and a line is listed once (scan.py lists it once per gate; the walk reads a start once) */
+    uint64_t bits[1024];
+    uint8_t firsts[256];
+    memset(bits, 0, sizeof bits);
+    memset(firsts, 0, sizeof firsts);
+    for (Py_ssize_t g = 0; g < count; g++) {
+        unsigned k = (unsigned char)gate[g][0] | ((unsigned)(unsigned char)gate[g][1] << 8);
+        bits[k >> 6] |= 1ULL << (k & 63);
+        firsts[(unsigned char)gate[g][0]] = 1;
+    }
+    const unsigned char *u = (const unsigned char *)b;
+    Py_ssize_t i = 0;
+    while (i + 1 < until) {
+        if (!firsts[u[i]]) {
+            i++;
+            continue;
+        }
+        unsigned k = u[i] | ((unsigned)u[i + 1] << 8);
+        if (!(bits[k >> 6] >> (k & 63) & 1)) {
+            i++;
+            continue;
+        }
+        int hit = 0;
+        for (Py_ssize_t g = 0; g < count; g++)
+            if (gate[g][0] == b[i] && gate[g][1] == b[i + 1] && i + glen[g] <= until
+                && memcmp(b + i, gate[g], (size_t)glen[g]) == 0) {
+                hit = 1;
+                break;
+            }
+        if (!hit) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = line_start(b, i), end = line_end(b, i, n);
+        if (end < 0)
+            end = n - 1;
+        if (find(b, start, end, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0) {
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
+        if (end < i)
+            break; /* no newline after the hit: the block's end */
+        i = end + 1;
+    }
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"channels", channels, METH_VARARGS, "A block's connection lines folded: (pairs, firsts, prefixes) or None."},
+    {"records", records, METH_VARARGS, "A block's NCCL records: (INFO records, collective calls per prefix)."},
+    {"gated", gated, METH_VARARGS, "The lines before until holding a gate and no INFO record, as events."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan", "The log scanner's inner loops in C (scan.py is the fallback and oracle).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
