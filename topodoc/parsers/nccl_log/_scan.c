@@ -586,7 +586,40 @@ static PyObject *gated(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- newlines ------------------------------------------------------------------------------------------ */
+
+/* bytes.count(b"\n", start, end), eight bytes at a time */
+static PyObject *newlines(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t start = 0, end = PY_SSIZE_T_MAX;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*|nn", &buf, &start, &end))
+        return NULL;
+    const unsigned char *b = buf.buf;
+    Py_ssize_t n = buf.len, count = 0;
+    if (end > n)
+        end = n;
+    if (start < 0)
+        start = 0;
+    Py_ssize_t i = start;
+    const uint64_t ones = 0x0101010101010101ULL, low = 0x7f7f7f7f7f7f7f7fULL;
+    for (; i + 8 <= end; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        w ^= ones * '\n';
+        /* 0x80 in each byte of w that is zero (exact: no borrow between bytes) */
+        uint64_t z = ~(((w & low) + low) | w | low);
+        count += (Py_ssize_t)(((z >> 7) * ones) >> 56);
+    }
+    for (; i < end; i++)
+        count += b[i] == '\n';
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
+    {"newlines", newlines, METH_VARARGS, "bytes.count(b'\\n', start, end)."},
     {"channels", channels, METH_VARARGS, "A block's connection lines folded: (pairs, firsts, prefixes) or None."},
     {"records", records, METH_VARARGS, "A block's NCCL records: (INFO records, collective calls per prefix)."},
     {"gated", gated, METH_VARARGS, "The lines before until holding a gate and no INFO record, as events."},

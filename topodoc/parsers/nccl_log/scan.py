@@ -31,6 +31,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import BinaryIO
@@ -405,7 +406,8 @@ class Scanner:
     def _walk(self, block: bytes, events: list) -> None:
         """Visit the listed lines in file order, numbering them in C, plus the lines a torn record or a
         bare ``Last error:`` line needs after it."""
-        find, count = block.find, block.count
+        find = block.find
+        count = block.count if self.core is None else partial(_count_nl, self.core.newlines, block)
         pos, number, done = 0, self.lines + 1, 0  # ``number``: the line at ``pos``; ``done``: first unread
         for start, kind, data in events:
             if start < done:
@@ -623,6 +625,11 @@ def _first_lines(split: tuple[list, list, list], wanted: set) -> dict:
                 break
     ends = list(accumulate(map(len, pieces)))
     return {pair: ends[i] + i * len(_CHANNEL) - len(pair[0]) for pair, i in index.items()}
+
+
+def _count_nl(newlines, block: bytes, _nl: bytes, start: int = 0, end: int = 1 << 62) -> int:
+    """``block.count(b"\\n", start, end)`` by the C core."""
+    return newlines(block, start, end)
 
 
 def _torn(msg: bytes) -> bool:
