@@ -11,7 +11,7 @@ import os
 from setuptools import Extension, find_packages, setup
 
 strict = os.environ.get("TOPODOC_STRICT_C") == "1"
-flags = ["-O2"] if os.name != "nt" else []
+flags = ["-O3"] if os.name != "nt" else []
 if strict:
     flags += ["-Wall", "-Wextra", "-Werror"]
 extensions = [] if os.environ.get("TOPODOC_PURE") == "1" else [
