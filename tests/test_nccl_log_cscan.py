@@ -80,6 +80,15 @@ def test_a_line_of_one_nul_after_a_channel_marker_is_one_key():
     _same(data)
 
 
+def test_opcounts_of_every_form():
+    words = [b"3f", b"0x1f", b"-1", b"", b"1_0", b"ffffffffffffffffff", b"FfFf", b"12\r", b"zz", b"7fffffffffffffff",
+             b"8000000000000000", b"\t5"]
+    data = b"".join(b"h:1:%d [0] NCCL INFO AllReduce: opCount %s sendbuff 0x1\n" % (i % 3, w)
+                    for i, w in enumerate(words * 3))
+    state, _ = _same(data)
+    assert state.colls
+
+
 def test_gates_of_one_byte_or_with_a_newline_take_the_slow_path():
     data = b"".join(LINES[:400]) + b"\nq line\nab\ncd\n"
     _same(data, extra=("q", "b\nc"))

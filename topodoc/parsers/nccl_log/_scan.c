@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -344,6 +345,27 @@ static int coll_head(const char *m)
     return 0;
 }
 
+/* scan.py's _opcount when the word after ": opCount " is 1-16 hex digits (its first 16 characters
+ * when longer), as int(word, 16); -1: let Python read it (a sign, "0x", a space of another kind) */
+static long long opcount(const char *m, Py_ssize_t len)
+{
+    Py_ssize_t at = find(m, 0, len, OPCOUNT, OPCOUNT_LEN);
+    if (at <= 0)
+        return -1;
+    Py_ssize_t i = at + OPCOUNT_LEN, k = 0;
+    unsigned long long v = 0;
+    for (; i < len && m[i] != ' ' && k < 16; i++, k++) {
+        char c = m[i];
+        int d = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + (unsigned long long)d;
+    }
+    if (k == 0 || v > (unsigned long long)LLONG_MAX)
+        return -1;
+    return (long long)v;
+}
+
 static PyObject *records(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
@@ -457,7 +479,12 @@ static PyObject *records(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < table.n; k++) {
         Entry *e = &table.e[k];
         PyObject *key = PyBytes_FromStringAndSize(b + e->a, e->alen);
-        PyObject *entry = key ? Py_BuildValue("[nny#]", e->count, e->first, b + e->last, e->lastlen) : NULL;
+        PyObject *entry = NULL;
+        if (key) {
+            long long op = opcount(b + e->last, e->lastlen);
+            entry = op >= 0 ? Py_BuildValue("[nnK]", e->count, e->first, (unsigned long long)op)
+                            : Py_BuildValue("[nny#]", e->count, e->first, b + e->last, e->lastlen);
+        }
         int rc = entry ? PyDict_SetItem(colls, key, entry) : -1;
         Py_XDECREF(key);
         Py_XDECREF(entry);

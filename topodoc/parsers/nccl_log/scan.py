@@ -148,6 +148,7 @@ class Scanner:
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
         self.places: dict[bytes, bytes] = {}  # line prefix -> channel.place()
+        self.coll_procs: dict[bytes, tuple] = {}  # line prefix -> (host, pid) of a collective call
         self.repeats: set[tuple[bytes, bytes]] = set()
         self.wanted: dict[bytes, bool] = {}  # INFO message -> worth the grammar
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
@@ -381,12 +382,17 @@ class Scanner:
 
     def _fold_colls(self, colls: dict, events: list) -> None:
         """Add the block's collective calls to ``LogState.colls``, per process (host, pid)."""
-        table = self.state.colls
+        table, procs = self.state.colls, self.coll_procs
         for tail, (count, start, last) in colls.items():
-            who = self._who(tail)
-            proc = (who.host, who.pid) if who is not None else (None, None)
+            proc = procs.get(tail)
+            if proc is None:
+                who = self._who(tail)
+                proc = (who.host, who.pid) if who is not None else (None, None)
+                if len(procs) >= CACHE_LIMIT:
+                    procs.clear()
+                procs[tail] = proc
             entry = table.get(proc)
-            op = _opcount(last)
+            op = last if last.__class__ is int else _opcount(last)  # (the C core reads plain opCounts)
             if entry is None:
                 events.append((start, _COLL, (proc, count, op)))
             else:
