@@ -536,19 +536,68 @@ static int common(char c)
     return 1;
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+typedef unsigned char v16 __attribute__((vector_size(16)));
+typedef signed char m16 __attribute__((vector_size(16)));
+#endif
+
+typedef struct {
+    const char **gate;
+    const Py_ssize_t *glen;
+    Py_ssize_t count;
+    Py_ssize_t off[MAX_GATES];
+    unsigned char pair[MAX_GATES][2];
+#if defined(__GNUC__) || defined(__clang__)
+    v16 one[MAX_GATES], two[MAX_GATES];
+#endif
+} Gates;
+
 /* where a gate whose chosen pair of bytes is at i starts (it ends before until), or -1 */
-static Py_ssize_t gate_from(const char *b, Py_ssize_t i, Py_ssize_t until, const char **gate,
-                            const Py_ssize_t *glen, const Py_ssize_t *off, unsigned char (*pair)[2],
-                            Py_ssize_t count)
+static Py_ssize_t gate_from(const char *b, Py_ssize_t i, Py_ssize_t until, const Gates *gs)
 {
     Py_ssize_t best = -1;
-    for (Py_ssize_t g = 0; g < count; g++) {
-        Py_ssize_t at = i - off[g];
-        if (at >= 0 && (unsigned char)b[i] == pair[g][0] && (unsigned char)b[i + 1] == pair[g][1]
-            && at + glen[g] <= until && memcmp(b + at, gate[g], (size_t)glen[g]) == 0 && (best < 0 || at < best))
+    for (Py_ssize_t g = 0; g < gs->count; g++) {
+        Py_ssize_t at = i - gs->off[g];
+        if (at >= 0 && (unsigned char)b[i] == gs->pair[g][0] && (unsigned char)b[i + 1] == gs->pair[g][1]
+            && at + gs->glen[g] <= until && memcmp(b + at, gs->gate[g], (size_t)gs->glen[g]) == 0
+            && (best < 0 || at < best))
             best = at;
     }
     return best;
+}
+
+/* the start of the first gate whose pair of bytes begins in [i, to) (and that ends before until), or -1;
+ * sixteen positions at a time with GCC/clang vectors (SSE2, NEON) */
+static Py_ssize_t first_gate(const char *b, Py_ssize_t i, Py_ssize_t to, Py_ssize_t until, const Gates *gs)
+{
+    Py_ssize_t hit;
+#if defined(__GNUC__) || defined(__clang__)
+    for (; i + 17 <= to; i += 16) {
+        v16 x, y;
+        memcpy(&x, b + i, 16);
+        memcpy(&y, b + i + 1, 16);
+        m16 acc = (x == gs->one[0]) & (y == gs->two[0]);
+        for (Py_ssize_t g = 1; g < gs->count; g++)
+            acc |= (x == gs->one[g]) & (y == gs->two[g]);
+        uint64_t lo, hi;
+        memcpy(&lo, &acc, 8);
+        memcpy(&hi, (const char *)&acc + 8, 8);
+        while (lo | hi) {
+            int k = lo ? __builtin_ctzll(lo) >> 3 : 8 + (__builtin_ctzll(hi) >> 3);
+            hit = gate_from(b, i + k, until, gs);
+            if (hit >= 0)
+                return hit;
+            if (k < 8)
+                lo &= ~(0xffULL << (8 * k));
+            else
+                hi &= ~(0xffULL << (8 * (k - 8)));
+        }
+    }
+#endif
+    for (; i < to && i + 1 < until; i++)
+        if ((hit = gate_from(b, i, until, gs)) >= 0)
+            return hit;
+    return -1;
 }
 
 static PyObject *gated(PyObject *self, PyObject *args)
@@ -596,59 +645,42 @@ static PyObject *gated(PyObject *self, PyObject *args)
      * NEON), each checked against the gates; a line is listed once (scan.py lists it once per gate; the
      * walk reads a start once) */
     /* each gate is looked for by the two bytes of it least common in logs (at its offset in the gate) */
-    unsigned char pair[MAX_GATES][2];
-    Py_ssize_t off[MAX_GATES];
+    Gates gs;
+    gs.gate = gate;
+    gs.glen = glen;
+    gs.count = count;
     for (Py_ssize_t g = 0; g < count; g++) {
         Py_ssize_t best = 0;
         for (Py_ssize_t k = 1; k + 1 < glen[g]; k++)
             if (common(gate[g][k]) + common(gate[g][k + 1]) < common(gate[g][best]) + common(gate[g][best + 1]))
                 best = k;
-        off[g] = best;
-        pair[g][0] = (unsigned char)gate[g][best];
-        pair[g][1] = (unsigned char)gate[g][best + 1];
-    }
+        gs.off[g] = best;
+        gs.pair[g][0] = (unsigned char)gate[g][best];
+        gs.pair[g][1] = (unsigned char)gate[g][best + 1];
 #if defined(__GNUC__) || defined(__clang__)
-    typedef unsigned char v16 __attribute__((vector_size(16)));
-    typedef signed char m16 __attribute__((vector_size(16)));
-    v16 one[MAX_GATES], two[MAX_GATES];
-    for (Py_ssize_t g = 0; g < count; g++)
         for (int k = 0; k < 16; k++) {
-            one[g][k] = pair[g][0];
-            two[g][k] = pair[g][1];
+            gs.one[g][k] = gs.pair[g][0];
+            gs.two[g][k] = gs.pair[g][1];
         }
 #endif
-    Py_ssize_t i = 0; /* positions i.. are where a gate's pair may start, the gate at i - off */
+    }
+    /* lines holding NCCL's INFO marker are never listed: skipped, found by one memmem pass */
+    Py_ssize_t i = 0, info = count > 0 ? find(b, 0, until, INFO, INFO_LEN) : -1;
     while (count > 0 && i + 1 < until) {
-        Py_ssize_t hit = -1;
-#if defined(__GNUC__) || defined(__clang__)
-        while (hit < 0 && i + 17 <= until) {
-            v16 x, y;
-            memcpy(&x, b + i, 16);
-            memcpy(&y, b + i + 1, 16);
-            m16 acc = (x == one[0]) & (y == two[0]);
-            for (Py_ssize_t g = 1; g < count; g++)
-                acc |= (x == one[g]) & (y == two[g]);
-            uint64_t lo, hi;
-            memcpy(&lo, &acc, 8);
-            memcpy(&hi, (const char *)&acc + 8, 8);
-            while (lo | hi) {
-                int k = lo ? __builtin_ctzll(lo) >> 3 : 8 + (__builtin_ctzll(hi) >> 3);
-                hit = gate_from(b, i + k, until, gate, glen, off, pair, count);
-                if (hit >= 0)
-                    break;
-                if (k < 8)
-                    lo &= ~(0xffULL << (8 * k));
-                else
-                    hi &= ~(0xffULL << (8 * (k - 8)));
-            }
-            if (hit < 0)
-                i += 16;
+        if (info >= 0 && info < i)
+            info = find(b, i, until, INFO, INFO_LEN);
+        Py_ssize_t ls = info >= 0 ? line_start(b, info) : until;
+        Py_ssize_t hit = i < ls ? first_gate(b, i, ls, until, &gs) : -1;
+        if (hit < 0) {
+            if (info < 0)
+                break;
+            Py_ssize_t le = line_end(b, info, n);
+            if (le < 0)
+                break;
+            i = le + 1;
+            info = find(b, i, until, INFO, INFO_LEN);
+            continue;
         }
-#endif
-        for (; hit < 0 && i + 1 < until; i++)
-            hit = gate_from(b, i, until, gate, glen, off, pair, count);
-        if (hit < 0)
-            break;
         Py_ssize_t start = line_start(b, hit), end = line_end(b, hit, n);
         if (end < 0)
             end = n - 1;
