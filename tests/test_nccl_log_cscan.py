@@ -81,8 +81,8 @@ def test_a_line_of_one_nul_after_a_channel_marker_is_one_key():
 
 
 def test_opcounts_of_every_form():
-    words = [b"3f", b"0x1f", b"-1", b"", b"1_0", b"ffffffffffffffffff", b"FfFf", b"12\r", b"zz", b"7fffffffffffffff",
-             b"8000000000000000", b"\t5"]
+    words = [b"3f", b"0x1f", b"-1", b"", b"1_0", b"ffffffffffffffffff", b"FfFf", b"12\r", b"zz",
+             b"7fffffffffffffff", b"8000000000000000", b"\t5"]
     data = b"".join(b"h:1:%d [0] NCCL INFO AllReduce: opCount %s sendbuff 0x1\n" % (i % 3, w)
                     for i, w in enumerate(words * 3))
     state, _ = _same(data)
@@ -118,6 +118,16 @@ _PIECE = st.one_of(
 def test_generated_logs_give_the_python_state(pieces, seps, chunk):
     data = b"".join(p + (seps[i] if i < len(seps) else b"\n") for i, p in enumerate(pieces))
     _same(data, chunk)
+
+
+def test_version_verbose_names_the_scanner_core():
+    out = subprocess.run([sys.executable, "-m", "topodoc", "-v", "--version"], capture_output=True, text=True,
+                         check=True)
+    assert "log scanner: C (" in out.stdout and "_scan" in out.stdout
+    env = dict(os.environ, TOPODOC_PURE="1")
+    out = subprocess.run([sys.executable, "-m", "topodoc", "--version", "-v"], capture_output=True, text=True,
+                         check=True, env=env)
+    assert out.stdout.splitlines()[-1] == "log scanner: Python (TOPODOC_PURE=1)"
 
 
 def test_engine_is_python_with_topodoc_pure():
