@@ -100,3 +100,43 @@ def test_long_hostile_line_is_cut():
 if __name__ == "__main__" and "--regen" in sys.argv:
     for path in LOGS:
         path.with_suffix(".json").write_text(json.dumps(_golden(path), indent=2) + "\n", encoding="utf-8")
+
+
+def test_reading_only_lines_holding_a_literal_finds_every_event_line_by_line_finds():
+    """parse(text) reads only the lines holding one of its literals; the same events (numbers included)
+    as every line read through every parser, on every fixture mixed with other drivers' lines."""
+    import random
+    from pathlib import Path
+
+    from topodoc.parsers import kernel_log
+
+    def every_line(text):  # the reference: each line through the whole grammar, no literal guard
+        events, pending = [], None
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw[: kernel_log.MAX_LINE]
+            if pending and "fallen off the bus" in line:
+                events.append(kernel_log._gpu_lost(line, number, pending))
+                pending = None
+                continue
+            found = kernel_log._NVRM_GPU.search(line)
+            if found:
+                pending = kernel_log._pci(found["pci"])
+                if "fallen off the bus" in line:
+                    events.append(kernel_log._gpu_lost(line, number, pending))
+                    pending = None
+                continue
+            event = next((e for _, p in kernel_log._PARSERS if (e := p(line, number))), None)
+            if event is not None:
+                events.append(event)
+        return events
+
+    lines = [line for f in sorted(Path("fixtures/kernel_log").glob("*.log"))
+             for line in f.read_text().splitlines()]
+    rng = random.Random(3)
+    other = ["[ 1.0] audit: apparmor=\"STATUS\" name=\"docker-default\"", "", "efa", "[ 2.0] default efa x",
+             "mlx5_core 0000:0c:00.0: E-Switch: Total vports 2", "no newline at the end"]
+    for _ in range(20):
+        text = "\n".join(rng.choice(lines) if rng.random() < 0.5 else rng.choice(other) for _ in range(200))
+        assert kernel_log.parse(text) == every_line(text)
+        odd = text.replace("\n", "\x0c", 3)  # a line break str.splitlines() knows: the line-by-line path
+        assert kernel_log.parse(odd) == every_line(odd)
