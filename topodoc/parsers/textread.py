@@ -13,6 +13,8 @@ MAX_BYTES = 64 * 1024 * 1024
 MAX_LINES = 2_000_000  # a pasted NCCL log of a large job; topology pastes are far smaller
 _MPI_PREFIX = regex.compile(r"^\[\d++,\d++\]<std(?:out|err)>:")
 _COMMON_PREFIX = regex.compile(r"^(?:\d{1,5}|[A-Za-z][\w.-]{0,62}+): ")
+_MPI_PREFIX_LINES = regex.compile(_MPI_PREFIX.pattern, regex.MULTILINE)  # ^: after "\n" only, as split
+_COMMON_PREFIX_LINES = regex.compile(_COMMON_PREFIX.pattern, regex.MULTILINE)
 
 
 class TextReadError(ValueError):
@@ -47,8 +49,11 @@ def clean(text: str) -> str:
     from topodoc.inputs import strip_ansi
 
     text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    lines = [_MPI_PREFIX.sub("", line) for line in text.split("\n")]
-    return "\n".join(_strip_common_prefix(lines))
+    if "<std" in text:  # (every MPI prefix holds it) the prefix off each line, the text not split
+        text = _MPI_PREFIX_LINES.sub("", text)
+    if not _COMMON_PREFIX_LINES.search(text):
+        return text  # no line starts with a prefix: nothing to strip (a big dmesg is never split in lines)
+    return "\n".join(_strip_common_prefix(text.split("\n")))
 
 
 def _strip_common_prefix(lines: list[str]) -> list[str]:
