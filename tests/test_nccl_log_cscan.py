@@ -54,6 +54,20 @@ def _same(data: bytes, chunk: int | None = None, extra=EXTRA) -> tuple[LogState,
 
 def test_the_core_is_what_runs():
     assert scan._C is not None and scan.engine() == "C"
+    assert scan._C.LINE_LIMIT == scan.LINE_LIMIT
+
+
+def test_a_line_of_many_records_costs_its_length_not_its_length_squared():
+    import time
+
+    for core in (scan._C, None):
+        times = []
+        for n in (20000, 80000):
+            data = b"h:1:1 [0] NCCL INFO x\n" + b"NCCL" * n + b" NCCL INFO AllReduce: opCount 1" * n + b"\n"
+            start = time.process_time()
+            _run(data, core, 1 << 22)
+            times.append(time.process_time() - start)
+        assert times[1] < 12 * max(times[0], 0.005), times  # 4x the input: about 4x the time
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
@@ -92,6 +106,12 @@ def test_opcounts_of_every_form():
 def test_gates_of_one_byte_or_with_a_newline_take_the_slow_path():
     data = b"".join(LINES[:400]) + b"\nq line\nab\ncd\n"
     _same(data, extra=("q", "b\nc"))
+
+
+def test_a_slow_gate_after_others_and_more_gates_than_the_core_takes():
+    data = b"".join(LINES[:300]) + b"\nq line\nlit7 x\nlit299 y\n"
+    _same(data, extra=("Reducing", "cuMem", "q"))
+    _same(data, extra=tuple(f"lit{i}" for i in range(300)))
 
 
 def test_an_endless_line_and_huge_lines():

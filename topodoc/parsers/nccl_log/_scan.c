@@ -26,6 +26,7 @@
 #define CHANNEL_LEN 19
 #define OPCOUNT ": opCount "
 #define OPCOUNT_LEN 10
+#define LINE_LIMIT 4096 /* scan.LINE_LIMIT: a longer line is read once, by the grammar */
 
 /* Python's bytes.find(sub, start, end): sub wholly inside [start, end); -1 when absent */
 static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const char *sub, Py_ssize_t n)
@@ -42,10 +43,10 @@ static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const ch
     return p ? p - b : -1;
 }
 
-/* bytes.rfind(b"\n", 0, at) + 1: the start of the line holding position at */
-static Py_ssize_t line_start(const char *b, Py_ssize_t at)
+/* bytes.rfind(b"\n", low, at) + 1 (low: a newline before at, or 0): the start of the line holding at */
+static Py_ssize_t line_start(const char *b, Py_ssize_t at, Py_ssize_t low)
 {
-    while (at > 0) {
+    while (at > low) {
         if (b[at - 1] == '\n')
             return at;
         at--;
@@ -378,6 +379,8 @@ static PyObject *records(PyObject *self, PyObject *args)
         return NULL;
     const char *b = buf.buf;
     Py_ssize_t n = buf.len, infos = 0, info_end = 0;
+    Py_ssize_t line_stop = -1, start = 0, info_at = -1; /* the line of the last hit: end, start, INFO */
+    int long_line = 0;
     PyObject *colls = NULL, *result = NULL, *tail = NULL, *msg = NULL;
     Table table;
     if (table_init(&table) < 0) {
@@ -392,15 +395,24 @@ static PyObject *records(PyObject *self, PyObject *args)
         }
         if (dropped(b, at, n))
             continue;
-        Py_ssize_t start = line_start(b, at);
+        if (at > line_stop) { /* the first hit of a line: its bounds and first INFO marker, once */
+            start = line_start(b, at, line_stop < 0 ? 0 : line_stop);
+            line_stop = line_end(b, at, n);
+            if (line_stop < 0)
+                line_stop = n;
+            info_at = find(b, start, line_stop, INFO, INFO_LEN);
+            long_line = line_stop - start > LINE_LIMIT;
+            if (long_line && event(events, start, 0, Py_None) < 0)
+                goto done;
+        }
+        if (long_line)
+            continue;
         if (!info || at == start || b[at - 1] != ' ') {
-            if (find(b, start, at, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0)
+            if ((info_at < 0 || info_at + INFO_LEN > at) && event(events, start, 0, Py_None) < 0)
                 goto done;
             continue;
         }
-        Py_ssize_t end = line_end(b, at, n);
-        if (end < 0)
-            end = n - 1; /* block[x:-1], as scan.py slices (a block always ends with a newline) */
+        Py_ssize_t end = line_stop < n ? line_stop : n - 1; /* block[x:-1] without a newline, as scan.py */
         Py_ssize_t m0 = at + 10, mlen = end > m0 ? end - m0 : 0, t0 = start, tlen = at - 1 - start;
         const char *m = b + m0;
         if (mlen >= 4 && (memcmp(m, "Chan", 4) == 0 || memcmp(m, "Ring", 4) == 0)) {
@@ -512,7 +524,7 @@ static int gated_slow(const char *b, Py_ssize_t until, Py_ssize_t n, const char 
     for (Py_ssize_t g = 0; g < count; g++) {
         Py_ssize_t at = find(b, 0, until, gate[g], glen[g]);
         while (at >= 0) {
-            Py_ssize_t start = line_start(b, at), end = line_end(b, at, n);
+            Py_ssize_t start = line_start(b, at, 0), end = line_end(b, at, n);
             if (end < 0)
                 end = n - 1;
             if (find(b, start, end, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0)
@@ -617,7 +629,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
         until = n;
     if (until < 0)
         until = 0;
-    for (Py_ssize_t g = 0; g < count && !slow; g++) {
+    for (Py_ssize_t g = 0; g < count && g < MAX_GATES; g++) { /* every gate read, even once one makes it slow */
         PyObject *item = PyTuple_GET_ITEM(gates, g);
         if (!PyBytes_Check(item)) {
             PyBuffer_Release(&buf);
@@ -669,7 +681,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
     while (count > 0 && i + 1 < until) {
         if (info >= 0 && info < i)
             info = find(b, i, until, INFO, INFO_LEN);
-        Py_ssize_t ls = info >= 0 ? line_start(b, info) : until;
+        Py_ssize_t ls = info >= 0 ? line_start(b, info, 0) : until;
         Py_ssize_t hit = i < ls ? first_gate(b, i, ls, until, &gs) : -1;
         if (hit < 0) {
             if (info < 0)
@@ -681,7 +693,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
             info = find(b, i, until, INFO, INFO_LEN);
             continue;
         }
-        Py_ssize_t start = line_start(b, hit), end = line_end(b, hit, n);
+        Py_ssize_t start = line_start(b, hit, 0), end = line_end(b, hit, n);
         if (end < 0)
             end = n - 1;
         if (find(b, start, end, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0) {
@@ -741,4 +753,12 @@ static struct PyModuleDef module = {
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "LINE_LIMIT", LINE_LIMIT) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

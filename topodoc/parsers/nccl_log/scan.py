@@ -193,8 +193,9 @@ class Scanner:
             infos, colls = block.count(_INFO), {}
             self._records(block, events, colls)
         self.nccl += infos
-        gated = self._gated if self.core is None else self.core.gated
-        gated(block, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block), events)
+        gates = self.gates if self.size <= PASTE_BYTES else self.body_gates
+        gated = self._gated if self.core is None or len(gates) > 256 else self.core.gated  # (C: 256 at most)
+        gated(block, gates, len(block), events)
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
             first = block.find(_INFO)
             until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
@@ -209,14 +210,24 @@ class Scanner:
         repeats, wanted = self.repeats, self.wanted
         rfind, find = block.rfind, block.find
         new: dict[tuple[bytes, bytes], list] = {}
+        size, line_end, start, info_at, long_line = len(block), -1, 0, -1, False
         for m in _NCCL.finditer(block):
             at = m.start()
-            start = rfind(_NL, 0, at) + 1
+            if at > line_end:  # the first hit of a line: its start, end and first INFO marker, once
+                start = rfind(_NL, max(line_end, 0), at) + 1
+                line_end = find(_NL, at)
+                line_end = size if line_end < 0 else line_end
+                info_at = find(_INFO, start, line_end)
+                long_line = line_end - start > LINE_LIMIT
+                if long_line:  # read once, by the grammar (its two ends), not once per record in it
+                    events.append((start, _GENERAL, None))
+            if long_line:
+                continue
             if block[at + 4 : at + 10] != b" INFO " or at == start or block[at - 1] != 32:
-                if find(_INFO, start, at) < 0:  # not a word inside an INFO record's message
+                if info_at < 0 or info_at + 11 > at:  # not a word inside an INFO record's message
                     events.append((start, _GENERAL, None))  # WARN, version, framework, trimmed, odd lines
                 continue
-            end = find(_NL, at)
+            end = line_end if line_end < size else -1
             msg, tail = block[at + 10 : end], block[start : at - 1]
             head = msg[:4]
             if head in _CONN_HEADS:
@@ -269,11 +280,18 @@ class Scanner:
                 return
         new: dict[tuple[bytes, bytes], list] = {}
         rfind, find = block.rfind, block.find
+        line_end, start, long_line = -1, 0, False
         for m in _CONN_ANY.finditer(block):
             at = m.start()
-            start = rfind(_NL, 0, at) + 1
-            if at > start and block[at - 1] == 32:
-                msg = block[at + 10 : find(_NL, at)]
+            if at > line_end:  # a new line (its bounds found once: a line of many records stays linear)
+                start = rfind(_NL, max(line_end, 0), at) + 1
+                line_end = find(_NL, at)
+                line_end = len(block) if line_end < 0 else line_end
+                long_line = line_end - start > LINE_LIMIT
+                if long_line:
+                    events.append((start, _GENERAL, None))
+            if at > start and block[at - 1] == 32 and not long_line:
+                msg = block[at + 10 : line_end if line_end < len(block) else -1]
                 self._conn_line(block, start, msg, block[start : at - 1], new, events)
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
