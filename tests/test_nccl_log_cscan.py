@@ -62,12 +62,12 @@ def test_a_line_of_many_records_costs_its_length_not_its_length_squared():
 
     for core in (scan._C, None):
         times = []
-        for n in (20000, 80000):
+        for n in (20000, 160000):
             data = b"h:1:1 [0] NCCL INFO x\n" + b"NCCL" * n + b" NCCL INFO AllReduce: opCount 1" * n + b"\n"
             start = time.process_time()
             _run(data, core, 1 << 22)
             times.append(time.process_time() - start)
-        assert times[1] < 12 * max(times[0], 0.005), times  # 4x the input: about 4x the time
+        assert times[1] < 40 * max(times[0], 0.005), times  # 8x the input: 8x the time, not 64x
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
