@@ -28,6 +28,19 @@
 #define OPCOUNT_LEN 10
 #define LINE_LIMIT 4096 /* scan.LINE_LIMIT: a longer line is read once, by the grammar */
 
+/* how common a byte is in NCCL logs, lower is rarer: spaces and lowercase letters, then digits and
+ * punctuation, then capitals (N, C, I, F, O, L are common in NCCL's own words but still beat the rest) */
+static int rank(char c)
+{
+    if (c == ' ' || (c >= 'a' && c <= 'z'))
+        return 4;
+    if ((c >= '0' && c <= '9') || c == ':' || c == '.' || c == '[' || c == ']' || c == '/' || c == '-')
+        return 3;
+    if (c == 'N' || c == 'C' || c == 'I' || c == 'F' || c == 'O' || c == 'L' || c == 'A')
+        return 2;
+    return 1;
+}
+
 /* Python's bytes.find(sub, start, end): sub wholly inside [start, end); -1 when absent */
 static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const char *sub, Py_ssize_t n)
 {
@@ -35,12 +48,25 @@ static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const ch
         start = 0;
     if (end - start < n)
         return -1;
-    if (n == 1) {
-        const char *p = memchr(b + start, sub[0], (size_t)(end - start));
-        return p ? p - b : -1;
+    if (n == 0)
+        return start;
+    /* memchr (vectorised in every libc) for the needle's least common byte, then memcmp: memmem sets up
+     * a table on every call, and this is called once per record */
+    Py_ssize_t off = 0;
+    for (Py_ssize_t k = 1; k < n && k < 8; k++)
+        if (rank(sub[k]) < rank(sub[off]))
+            off = k;
+    Py_ssize_t i = start + off, last = end - n + off; /* candidate positions of that byte */
+    while (i <= last) {
+        const char *p = memchr(b + i, sub[off], (size_t)(last - i + 1));
+        if (!p)
+            return -1;
+        Py_ssize_t at = (p - b) - off;
+        if (memcmp(b + at, sub, (size_t)n) == 0)
+            return at;
+        i = (p - b) + 1;
     }
-    const char *p = memmem(b + start, (size_t)(end - start), sub, (size_t)n);
-    return p ? p - b : -1;
+    return -1;
 }
 
 /* bytes.rfind(b"\n", low, at) + 1 (low: a newline before at, or 0): the start of the line holding at */
