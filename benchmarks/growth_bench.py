@@ -18,7 +18,6 @@ import argparse
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,11 +28,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def cpu(argv: list[str]) -> tuple[float, int]:
-    """CPU seconds and peak RSS (MiB) of one child process (its own rusage, from wait4)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    _, _, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024
+    """CPU seconds and peak RSS (MiB, summed over the process tree, sampled: logs_bench.timed)."""
+    import logs_bench
+
+    with tempfile.NamedTemporaryFile() as out:
+        _, spent, rss = logs_bench.timed(argv, out.name, dict(os.environ, PYTHONPATH=str(ROOT)))
+    return spent, rss // 2**20
 
 
 def topodoc(*args: str) -> list[str]:
@@ -46,7 +46,7 @@ def gen_logs(folder: str, scale: float) -> tuple[str, dict]:
     import logs_bench
 
     path = os.path.join(folder, "coll.log")
-    logs_bench.generate_coll(path, 2 * scale)
+    logs_bench.generate_coll(path, 4 * scale)
     return path, {"MB": os.path.getsize(path) / 1e6}
 
 
@@ -92,19 +92,19 @@ def gen_smi_q(folder: str, scale: float) -> tuple[str, dict]:
                    + gpu.replace("00000000:01:00.0", f"00000000:{i + 1:02x}:00.0") for i in range(gpus))
     path = os.path.join(folder, "smi-q.txt")
     Path(path).write_text(head + body)
-    return path, {"GPU": gpus}
+    return path, {"GPU": gpus, "pair": gpus * (gpus - 1) / 2}
 
 
 def gen_xml(folder: str, scale: float) -> tuple[str, dict]:
-    text = (ROOT / "fixtures/text/nvidia-smi-q-xml/gtx950-cut.xml").read_text()
-    start, end = text.index('        <gpu id="'), text.rindex("</gpu>") + len("</gpu>")
-    gpu = text[start:end]
+    text = (ROOT / "fixtures/text/nvidia-smi-q-xml/gtx950-cut.xml").read_text()  # cut: closed here
+    start = text.index('        <gpu id="')
+    gpu, end, text = text[start:].rstrip() + "\n        </gpu>", len(text), text + "\n</nvidia_smi_log>\n"
     gpus = max(1, round(8 * scale))
     body = "\n".join(gpu.replace("00000000:05:00.0", f"00000000:{i + 1:02x}:00.0") for i in range(gpus))
     path = os.path.join(folder, "smi-q.xml")
     head = text[:start].replace("<attached_gpus>1<", f"<attached_gpus>{gpus}<")
     Path(path).write_text(head + body + text[end:])
-    return path, {"GPU": gpus}
+    return path, {"GPU": gpus, "pair": gpus * (gpus - 1) / 2}
 
 
 def gen_fleet(folder: str, scale: float) -> tuple[str, dict]:

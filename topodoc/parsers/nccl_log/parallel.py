@@ -170,7 +170,7 @@ def read(unit: Unit, extra: tuple[str, ...], before: tuple[int, bool] | None = N
         if unit.start:
             raw.seek(unit.start)
             scanner.lines, scanner.seen_info, scanner.size = unit.lines_before, unit.info_before, unit.start
-        stream = raw if unit.end is None else io.BufferedReader(_Range(raw, unit.end - unit.start))
+        stream = raw if unit.end is None else _Range(raw, unit.end - unit.start)
         stats = scanner.run(stream)
     return unit.index, state, dataclasses.replace(stats, bytes=stats.bytes - unit.start)
 
@@ -255,6 +255,13 @@ class _Range(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes straight from ``raw`` (no copy through a buffer: the scanner reads 1 MiB)."""
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._raw.read(size) if size > 0 else b""
+        self._left -= len(data)
+        return data
 
     def readinto(self, buffer) -> int:
         if self._left <= 0:

@@ -678,12 +678,16 @@ def _read_blocks(stream: BinaryIO, chunk: int):
         data = stream.read(chunk)
         if not data:
             break
-        block = carry + data
-        cut = block.rfind(_NL) + 1
-        carry = block[cut:]
+        cut = data.rfind(_NL) + 1  # (the carry holds no newline: the block ends in data or is empty)
+        if cut == 0:
+            block, carry = b"", carry + data
+        elif carry:
+            block, carry = b"".join((carry, memoryview(data)[:cut])), data[cut:]  # one copy, not two
+        else:
+            block, carry = data if cut == len(data) else data[:cut], data[cut:]
         if len(carry) > CARRY_LIMIT:  # a line with no end in sight: keep its two ends (all the grammar reads)
             carry = carry[:LINE_LIMIT] + " … ".encode() + carry[-LINE_LIMIT:]
-        yield block[:cut], len(data)  # empty when no line has ended yet
+        yield block, len(data)  # empty when no line has ended yet
     if carry:
         yield carry + _NL, 0
 
