@@ -585,6 +585,7 @@ typedef struct {
     Py_ssize_t count;
     Py_ssize_t off[MAX_GATES];
     unsigned char pair[MAX_GATES][2];
+    unsigned char first[256]; /* 1 for the first byte of a gate's pair */
 #if defined(__GNUC__) || defined(__clang__)
     v16 one[MAX_GATES], two[MAX_GATES];
 #endif
@@ -610,7 +611,9 @@ static Py_ssize_t first_gate(const char *b, Py_ssize_t i, Py_ssize_t to, Py_ssiz
 {
     Py_ssize_t hit;
 #if defined(__GNUC__) || defined(__clang__)
-    for (; i + 17 <= to; i += 16) {
+    /* sixteen positions at a time up to the region's end and a little past it: a gate found past it is
+     * in the INFO line that follows, which the caller reads (no event) and steps over */
+    for (; i < to && i + 17 <= until; i += 16) {
         v16 x, y;
         memcpy(&x, b + i, 16);
         memcpy(&y, b + i + 1, 16);
@@ -633,7 +636,7 @@ static Py_ssize_t first_gate(const char *b, Py_ssize_t i, Py_ssize_t to, Py_ssiz
     }
 #endif
     for (; i < to && i + 1 < until; i++)
-        if ((hit = gate_from(b, i, until, gs)) >= 0)
+        if (gs->first[(unsigned char)b[i]] && (hit = gate_from(b, i, until, gs)) >= 0)
             return hit;
     return -1;
 }
@@ -687,6 +690,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
     gs.gate = gate;
     gs.glen = glen;
     gs.count = count;
+    memset(gs.first, 0, sizeof gs.first);
     for (Py_ssize_t g = 0; g < count; g++) {
         Py_ssize_t best = 0;
         for (Py_ssize_t k = 1; k + 1 < glen[g]; k++)
@@ -695,6 +699,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
         gs.off[g] = best;
         gs.pair[g][0] = (unsigned char)gate[g][best];
         gs.pair[g][1] = (unsigned char)gate[g][best + 1];
+        gs.first[gs.pair[g][0]] = 1;
 #if defined(__GNUC__) || defined(__clang__)
         for (int k = 0; k < 16; k++) {
             gs.one[g][k] = gs.pair[g][0];
