@@ -103,6 +103,22 @@ def test_opcounts_of_every_form():
     assert state.colls
 
 
+def test_collective_calls_over_many_blocks_known_processes_new_threads_and_odd_opcounts():
+    lines = []
+    for op in range(400):
+        for rank in range(4):
+            tid = 7 if op < 200 or rank else 8  # rank 0's thread changes: a new prefix, a known process
+            word = f"{op:x}" if op % 50 else "0x1z"
+            who = f"h{rank // 2}:{100 + rank}:{tid} [{rank}]"
+            lines.append(f"{who} NCCL INFO AllReduce: opCount {word} sendbuff 0x1")
+        if op % 97 == 0:
+            lines.append(f"h9:9:9 [0] NCCL INFO Broadcast: opCount {op:x} root 0")
+    data = ("\n".join(lines) + "\n").encode()
+    for chunk in (None, 300, 4096):
+        state, _ = _same(data, chunk)
+        assert sum(entry[0] for entry in state.colls.values()) == len(lines)
+
+
 def test_gates_of_one_byte_or_with_a_newline_take_the_slow_path():
     data = b"".join(LINES[:400]) + b"\nq line\nab\ncd\n"
     _same(data, extra=("q", "b\nc"))

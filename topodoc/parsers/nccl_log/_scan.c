@@ -393,13 +393,68 @@ static long long opcount(const char *m, Py_ssize_t len)
     return (long long)v;
 }
 
+/* scan.py's _fold_colls for a block whose collective callers all have their process (procs: prefix ->
+ * (host, pid)) in the table (known: LogState.colls, (host, pid) -> [count, evidence, opCount]) and a
+ * plain opCount: the counts added and the last opCount set, in the block's order, as _fold_colls would.
+ * 1 when done, 0 when any caller needs Python (nothing changed), -1 on error. */
+static int fold_known(const char *b, const Table *table, PyObject *procs, PyObject *known)
+{
+    PyObject **entries = PyMem_Calloc((size_t)table->n, sizeof(PyObject *));
+    long long *ops = PyMem_Calloc((size_t)table->n, sizeof(long long));
+    int rc = 1;
+    if (!entries || !ops) {
+        PyMem_Free(entries);
+        PyMem_Free(ops);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < table->n && rc == 1; k++) { /* every caller resolved first: nothing changed */
+        const Entry *e = &table->e[k];
+        PyObject *key = PyBytes_FromStringAndSize(b + e->a, e->alen);
+        if (!key) {
+            rc = -1;
+            break;
+        }
+        PyObject *proc = PyDict_GetItemWithError(procs, key);
+        Py_DECREF(key);
+        PyObject *entry = proc ? PyDict_GetItemWithError(known, proc) : NULL;
+        if (PyErr_Occurred())
+            rc = -1;
+        else if (!entry || !PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 3)
+            rc = 0;
+        else if ((ops[k] = opcount(b + e->last, e->lastlen)) < 0)
+            rc = 0;
+        else
+            entries[k] = entry;
+    }
+    for (Py_ssize_t k = 0; k < table->n && rc == 1; k++) {
+        PyObject *sum = NULL, *count = PyLong_FromSsize_t(table->e[k].count);
+        PyObject *op = PyLong_FromUnsignedLongLong((unsigned long long)ops[k]);
+        if (count && op)
+            sum = PyNumber_Add(PyList_GET_ITEM(entries[k], 0), count);
+        Py_XDECREF(count);
+        if (!sum || !op) {
+            Py_XDECREF(sum);
+            Py_XDECREF(op);
+            rc = -1;
+            break;
+        }
+        PyList_SetItem(entries[k], 0, sum); /* steals the references */
+        PyList_SetItem(entries[k], 2, op);
+    }
+    PyMem_Free(entries);
+    PyMem_Free(ops);
+    return rc;
+}
+
 static PyObject *records(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
-    PyObject *block, *repeats, *wanted, *worth, *whos, *conn_line, *new, *events;
+    PyObject *block, *repeats, *wanted, *worth, *whos, *conn_line, *new, *events, *procs = NULL, *known = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "SO!O!OO!OO!O!", &block, &PySet_Type, &repeats, &PyDict_Type, &wanted, &worth,
-                          &PyDict_Type, &whos, &conn_line, &PyDict_Type, &new, &PyList_Type, &events))
+    if (!PyArg_ParseTuple(args, "SO!O!OO!OO!O!|O!O!", &block, &PySet_Type, &repeats, &PyDict_Type, &wanted, &worth,
+                          &PyDict_Type, &whos, &conn_line, &PyDict_Type, &new, &PyList_Type, &events, &PyDict_Type,
+                          &procs, &PyDict_Type, &known))
         return NULL;
     if (PyObject_GetBuffer(block, &buf, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -514,6 +569,13 @@ static PyObject *records(PyObject *self, PyObject *args)
     colls = PyDict_New();
     if (!colls)
         goto done;
+    if (procs && known && table.n) {
+        int folded = fold_known(b, &table, procs, known);
+        if (folded < 0)
+            goto done;
+        if (folded)
+            table.n = 0; /* every caller's process already had its entry: added to it here */
+    }
     for (Py_ssize_t k = 0; k < table.n; k++) {
         Entry *e = &table.e[k];
         PyObject *key = PyBytes_FromStringAndSize(b + e->a, e->alen);

@@ -186,7 +186,7 @@ class Scanner:
         if self.core is not None:
             new: dict[tuple[bytes, bytes], list] = {}
             infos, colls = self.core.records(block, self.repeats, self.wanted, self._worth, self.whos,
-                                             self._conn_line, new, events)
+                                             self._conn_line, new, events, self.coll_procs, self.state.colls)
             for key, (count, start) in new.items():
                 events.append((start, _NEWCONN, (key, count)))
         else:
