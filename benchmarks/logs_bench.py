@@ -15,7 +15,9 @@ Shapes (sizes at ``--scale 1``; ``--scale 0.05`` gives a quick run on a shared m
 - ``files64`` (200 MB): 64 per-rank files, all given on one command line;
 - ``restart`` (1000 MB): a 256-rank job restarted again and again, new pids each time.
 
-Each shape runs ``topodoc logs --json`` (output to a file) and ``grep -c NCCL`` (stdout to a file: grep
+Each shape runs ``topodoc logs --json`` with each scanner core (``--engines C,Python``: the compiled core,
+and the Python scanner with ``TOPODOC_PURE=1``), in one process and with worker processes as chosen
+(``--jobs 1,auto``), and ``grep -c NCCL`` (stdout to a file: grep
 stops early on /dev/null) in the same run and prints MB/s, the ratio (wall and CPU) and the peak RSS
 summed over every process of the run (sampled from /proc; the analyzer reads inputs over 48 MB in worker
 processes when cores are free, ``TOPODOC_JOBS=1`` keeps it to one), plus the size of the JSON; grep's wall
@@ -262,23 +264,44 @@ def startup(folder: str, src: str | None) -> float:
     return min(runs)
 
 
-def run_shape(name: str, folder: str, scale: float, src: str | None, fixed: float) -> None:
+def run_shape(name: str, folder: str, scale: float, src: str | None, fixed: float,
+              engines: list[str], jobs: list[str]) -> None:
+    """Each scanner core (``C``; ``Python``: TOPODOC_PURE=1) in one process (``TOPODOC_JOBS=1``) and with
+    worker processes chosen as usual (``auto``), each run paired with grep runs just before and after
+    it (their least: the machine's load moves both)."""
     paths = SHAPES[name](folder, scale)
     size = sum(os.path.getsize(p) for p in paths)
     subprocess.run(["grep", "-c", "NCCL", *paths], check=False, stdout=subprocess.DEVNULL)  # warm the cache
-    env = dict(os.environ, PYTHONPATH=src) if src else None
     json_path = os.path.join(folder, f"{name}.json")
     argv = [sys.executable, "-m", "topodoc", "logs", "--json", *paths]
-    ours, ours_cpu, ours_rss = timed(argv, json_path, env)
-    # grep's CPU at a small scale is a few clock ticks: the least of three runs
-    runs = [timed(["grep", "-c", "NCCL", *paths], os.path.join(folder, f"{name}.grep")) for _ in range(3)]
-    grep, grep_cpu = min(r[0] for r in runs), min(r[1] for r in runs)
-    mb = size / 1e6
-    print(f"{name:9} {mb:7.1f} MB in {len(paths):2d} file(s): topodoc {ours:6.2f} s ({mb / ours:5.0f} MB/s) "
-          f"CPU {ours_cpu:6.2f} s | grep {grep:5.2f} s CPU {grep_cpu:5.2f} s | ratio {ours / grep:5.1f}x "
-          f"wall {ours_cpu / max(grep_cpu, 1e-3):5.1f}x CPU | peak RSS {ours_rss / 2**20:4.0f} MB | JSON "
-          f"{os.path.getsize(json_path) / 1e6:.2f} MB | CPU less startup {max(ours_cpu - fixed, 0):.2f} s "
-          f"({mb / max(ours_cpu - fixed, 1e-3):.0f} MB/s)", flush=True)
+    mb, outputs = size / 1e6, set()
+    for engine in engines:
+        for job in jobs:
+            env = dict(os.environ)
+            env.pop("TOPODOC_JOBS", None)
+            env.pop("TOPODOC_PURE", None)
+            if src:
+                env["PYTHONPATH"] = src
+            if engine == "Python":
+                env["TOPODOC_PURE"] = "1"
+            if job != "auto":
+                env["TOPODOC_JOBS"] = job
+            # grep's CPU at a small scale is a few clock ticks: the least of three runs around ours
+            runs = [timed(["grep", "-c", "NCCL", *paths], os.path.join(folder, f"{name}.grep"))
+                    for _ in range(2)]
+            ours, ours_cpu, ours_rss = timed(argv, json_path, env)
+            runs.append(timed(["grep", "-c", "NCCL", *paths], os.path.join(folder, f"{name}.grep")))
+            grep, grep_cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+            with open(json_path, "rb") as f:
+                outputs.add(f.read())
+            print(f"{name:9} {mb:7.1f} MB {len(paths):2d} file(s) {engine:6} jobs {job:4}: {ours:6.2f} s "
+                  f"wall ({mb / ours:5.0f} MB/s) CPU {ours_cpu:6.2f} s | grep {grep:5.3f} s "
+                  f"CPU {grep_cpu:5.3f} s | "
+                  f"x grep: wall {ours / grep:5.1f} CPU {ours_cpu / max(grep_cpu, 1e-3):5.1f} | peak RSS "
+                  f"{ours_rss / 2**20:4.0f} MB | JSON {os.path.getsize(json_path) / 1e6:.2f} MB | CPU less "
+                  f"startup {max(ours_cpu - fixed, 0):.2f} s", flush=True)
+    if len(outputs) > 1:
+        print(f"{name}: the JSON differs between runs", flush=True)
     for p in paths:
         os.unlink(p)
 
@@ -289,17 +312,20 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's size")
     parser.add_argument("--src", help="run the topodoc in this source tree (PYTHONPATH)")
     parser.add_argument("--keep", help="generate the logs and the JSON here and keep the JSON")
+    parser.add_argument("--engines", default="C,Python",
+                        help="scanner cores to run: C, Python (TOPODOC_PURE=1)")
+    parser.add_argument("--jobs", default="1,auto", help="TOPODOC_JOBS values to run (auto: unset)")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="logs-bench-")
     os.makedirs(folder, exist_ok=True)
-    jobs = os.environ.get("TOPODOC_JOBS", "auto: free CPUs, inputs over 48 MB")
     print(f"topodoc from {args.src or 'this checkout'}, scale {args.scale}, {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.1f}, worker processes {jobs}")
+          f"load {os.getloadavg()[0]:.1f}; jobs auto: free CPUs, inputs over 48 MB")
     try:
         fixed = startup(folder, args.src)
         print(f"startup (a one-line log): {fixed:.2f} s CPU")
         for name in SHAPES if args.shape == "all" else [args.shape]:
-            run_shape(name, folder, args.scale, args.src, fixed)
+            run_shape(name, folder, args.scale, args.src, fixed, args.engines.split(","),
+                      args.jobs.split(","))
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

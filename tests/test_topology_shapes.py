@@ -327,3 +327,19 @@ def test_every_pair_is_derived_once(build):
     assert len(topo.gpu_pairs) == n * (n - 1) // 2 and len(topo.gpu_nic) == n * m
     for conn in topo.gpu_pairs:
         assert conn.route.hops[0].id == conn.a and conn.route.hops[-1].id == conn.b
+
+
+def test_nvlink_relay_is_the_lowest_common_neighbour_and_needs_no_scan_of_every_gpu():
+    from topodoc.topology import nvlink
+
+    links = {i: nvlink.GpuLinks(i) for i in range(6)}
+    links[0] = nvlink.GpuLinks(0, {3: 2, 4: 1})
+    links[2] = nvlink.GpuLinks(2, {4: 1, 1: 2})
+    links[5] = nvlink.GpuLinks(5, {2: 1, 0: 1})  # 5 reports the bonds; 0 and 2 do not list 5
+    assert nvlink.relay(links, 0, 2) == 4
+    assert nvlink.relay(links, 0, 1) is None and nvlink.relay(links, 3, 4) == 0
+    links[4] = nvlink.GpuLinks(4)
+    links = dict(links)  # a new machine: its own index
+    del links[4]
+    assert nvlink.relay(links, 0, 2) == 5  # 4 is no GPU of this machine any more
+    assert nvlink.relay(links, 7, 8) is None

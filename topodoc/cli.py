@@ -108,6 +108,18 @@ def _output_closed() -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+def _version(ctx: click.Context, _param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"topodoc, version {__version__}")
+    if {"-v", "--verbose"} & set(sys.argv[1:]):
+        from topodoc.parsers.nccl_log import scan
+
+        where = f" ({scan._C.__file__})" if scan._C is not None else ""
+        click.echo(f"log scanner: {scan.engine()}{where}")
+    ctx.exit()
+
+
 EXAMPLE = """\b
 Example:
   topodoc examples
@@ -116,7 +128,8 @@ Example:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLE)
-@click.version_option(__version__, prog_name="topodoc")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and exit (with -v: which log scanner core runs).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour: auto is on a terminal unless NO_COLOR is set; always beats NO_COLOR.")
 @click.option("-q", "--quiet", is_flag=True, help="Only findings and errors: no notes, no progress.")

@@ -81,14 +81,13 @@ def read_text(
     try:
         with _opened(source) as raw:
             capped = _Capped(_maybe_gunzip(raw, source), max_bytes)
-            lines, long_lines, line_cap = _read_lines(_text_stream(capped), max_lines, max_line)
+            text, long_lines, line_cap = _read_all(_text_stream(capped), max_lines, max_line)
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise InputError(f"cannot read {name}: {' '.join(reason.split())[:200]}") from err
     truncated = f"at {max_bytes} bytes" if capped.truncated else None
     if line_cap:
         truncated = f"after {max_lines} lines"
-    text = "".join(line + "\n" for line in lines)  # every line as it was, the last blank one too
     return TextInput(name, text, truncated, tuple(long_lines))
 
 
@@ -135,6 +134,58 @@ def _text_stream(capped: _Capped) -> io.TextIOWrapper:
     binary = io.BufferedReader(capped, buffer_size=_CHUNK)
     encoding = utf16_encoding(binary.peek(64)[:64]) or "utf-8-sig"
     return io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline=None)
+
+
+def _read_all(text: io.TextIOWrapper, max_lines: int, max_line: int) -> tuple[str, list, bool]:
+    """What :func:`_read_lines` reads, as one text (each line ended by a newline, the last one too), read
+    a piece of text at a time: (text, over-long lines, whether ``max_lines`` stopped us). A piece that
+    holds an over-long line, and whatever follows it, is read line by line."""
+    parts: list[str] = []
+    count, carry = 0, ""
+    while True:
+        piece = text.read(_PIECE)
+        if not piece:
+            break
+        piece = carry + piece
+        cut = piece.rfind("\n") + 1
+        carry = piece[cut:]
+        whole = piece[:cut]
+        lines = whole.count("\n")
+        if len(carry) > max_line or count + lines > max_lines or (
+                whole and max(map(len, whole.split("\n"))) > max_line):
+            rest, long_lines, capped = _read_lines(_Prefixed(whole + carry, text), max_lines - count,
+                                                   max_line)
+            parts += [line + "\n" for line in rest]
+            return "".join(parts), [(n + count, length) for n, length in long_lines], capped
+        parts.append(whole)
+        count += lines
+    if carry:
+        if count + 1 > max_lines:
+            return "".join(parts), [], True
+        parts.append(carry + "\n")
+    return "".join(parts), [], False
+
+
+_PIECE = 1 << 20  # characters per read of _read_all
+
+
+class _Prefixed:
+    """``head`` then the rest of ``text``: what :func:`_read_lines` and :func:`_skip_line` call."""
+
+    def __init__(self, head: str, text: io.TextIOWrapper) -> None:
+        self._head, self._text = io.StringIO(head, newline="\n"), text
+
+    def readline(self, size: int = -1) -> str:
+        piece = self._head.readline(size)
+        if piece and (piece.endswith("\n") or len(piece) == size):
+            return piece
+        return piece + self._text.readline(size - len(piece) if size >= 0 else -1)
+
+    def read(self, size: int = -1) -> str:
+        piece = self._head.read(size)
+        if len(piece) == size:
+            return piece
+        return piece + self._text.read(size - len(piece) if size >= 0 else -1)
 
 
 def _read_lines(text: io.TextIOWrapper, max_lines: int, max_line: int):

@@ -128,18 +128,57 @@ class KernelEvent:
     detail: tuple[tuple[str, str], ...] = ()
 
 
+# a line can report an event only if it holds one of these (each parser's own literal; "fallen off the
+# bus" ends the multi-line GPU-lost message; efa is followed by a space or a colon in both of its
+# patterns): a whole text is searched for them, one str.find pass each,
+# and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
+_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
+             "available PCIe bandwidth", "mlx5_c", "efa ", "efa:", "fallen off the bus")
+# str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
+_OTHER_BREAKS = regex.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def parse(source: str | Iterable[str]) -> list[KernelEvent]:
     """Every event in ``source`` (a whole text or an iterable of lines), in input order."""
-    lines = source.splitlines() if isinstance(source, str) else source
+    if isinstance(source, str):
+        lines = _candidates(source) if not _OTHER_BREAKS.search(source) else enumerate(source.splitlines(), 1)
+    else:
+        lines = enumerate(source, 1)
+    return _events(lines)
+
+
+def _candidates(text: str) -> Iterable[tuple[int, str]]:
+    """(line number, line) of the lines of ``text`` (lines end at "\n" only) that hold a literal of
+    :data:`_LITERALS`, in order; every other line reports nothing (:func:`parse_line` and the GPU-lost
+    pair read nothing in it)."""
+    starts: set[int] = set()
+    for literal in _LITERALS:
+        at = text.find(literal)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = text.find("\n", at)
+            if end < 0:
+                break
+            at = text.find(literal, end + 1)
+    number, pos = 1, 0
+    for start in sorted(starts):
+        number += text.count("\n", pos, start)
+        pos = start
+        end = text.find("\n", start)
+        yield number, text[start:] if end < 0 else text[start:end]
+
+
+def _events(lines: Iterable[tuple[int, str]]) -> list[KernelEvent]:
     events: list[KernelEvent] = []
     pending_gpu: str | None = None  # "NVRM: The NVIDIA GPU X" seen; "fallen off the bus" may follow
-    for lineno, raw in enumerate(lines, 1):
+    for lineno, raw in lines:
         line = raw[:MAX_LINE].rstrip("\r\n")
         if pending_gpu and "fallen off the bus" in line:
             events.append(_gpu_lost(line, lineno, pending_gpu))
             pending_gpu = None
             continue
-        found = _NVRM_GPU.search(line)
+        found = _NVRM_GPU.search(line) if "NVRM: The NVIDIA GPU" in line else None
         if found:
             pending_gpu = _pci(found["pci"])
             if "fallen off the bus" in line:
@@ -155,10 +194,11 @@ def parse(source: str | Iterable[str]) -> list[KernelEvent]:
 def parse_line(line: str, lineno: int = 1) -> KernelEvent | None:
     """The event one line reports, or ``None`` for any other line."""
     line = line[:MAX_LINE].rstrip("\r\n")
-    for parser in _PARSERS:
-        event = parser(line, lineno)
-        if event is not None:
-            return event
+    for literal, parser in _PARSERS:
+        if literal in line:
+            event = parser(line, lineno)
+            if event is not None:
+                return event
     return None
 
 
@@ -312,6 +352,8 @@ def _amdvi(line: str, lineno: int) -> KernelEvent | None:
 
 
 def _driver(line: str, lineno: int) -> KernelEvent | None:
+    if "mlx5_core" not in line and "efa" not in line:
+        return None
     probe = _PROBE_FAIL.search(line)
     if probe:
         kind = "mlx5" if probe["drv"] == "mlx5_core" else "efa"
@@ -376,4 +418,8 @@ def _bandwidth(line: str, lineno: int) -> KernelEvent | None:
                           ("width", found["width"])))
 
 
-_PARSERS = (_xid, _sxid, _nvrm_init, _aer, _aer_detail, _dmar, _amdvi, _bandwidth, _mlx5_cmd, _driver)
+# each parser after a literal its pattern needs (a line without it is not searched): ``""`` for those that
+# check their own
+_PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
+            ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
+            ("", _mlx5_cmd), ("", _driver))

@@ -304,14 +304,27 @@ MAX_LINE = 4096
 WHOLE_DOCUMENTS = ("topodoc-json", "nccl-topo-xml", "hwloc-xml", "nvidia-smi-q-xml")
 
 
+def _longer(text: str, most: int, piece: int = 1 << 20) -> bool:
+    """Does a line of ``text`` hold more than ``most`` characters? Read a piece of about ``piece``
+    characters at a time (cut after a newline), so a big text is never held as a list of its lines."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + piece)
+        end = len(text) if end < 0 else end
+        if max(map(len, text[start:end].split("\n"))) > most:
+            return True
+        start = end + 1
+    return False
+
+
 def cap_lines(text: str, most: int = MAX_LINE) -> tuple[str, tuple[str, ...]]:
     """Lines longer than ``most`` characters are cut there (no tool output has such lines; a pasted binary
     or a hostile input does), so every line parser's work stays bounded (the nccl-tests parser's NCCL-line
     pattern is quadratic in the line length, hence its lower cap)."""
+    if not _longer(text, most):
+        return text, ()
     lines = text.split("\n")
     long = [i for i, line in enumerate(lines, start=1) if len(line) > most]
-    if not long:
-        return text, ()
     for i in long:
         lines[i - 1] = lines[i - 1][:most]
     return "\n".join(lines), (

@@ -7,12 +7,17 @@ stripper), then what is particular to pastes: launcher prefixes (``[1,0]<stdout>
 
 from __future__ import annotations
 
+import re
+
 import regex
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_LINES = 2_000_000  # a pasted NCCL log of a large job; topology pastes are far smaller
 _MPI_PREFIX = regex.compile(r"^\[\d++,\d++\]<std(?:out|err)>:")
 _COMMON_PREFIX = regex.compile(r"^(?:\d{1,5}|[A-Za-z][\w.-]{0,62}+): ")
+_MPI_PREFIX_LINES = regex.compile(_MPI_PREFIX.pattern, regex.MULTILINE)  # ^: after "\n" only, as split
+_PREFIX_LIKE_LINES = re.compile(r"^(?:\d{1,5}|[A-Za-z][^\s:]{0,62}): ", re.MULTILINE)
+_NO_PRINTABLE_LINE = regex.compile(r"^[^\n!-~]*+$", regex.MULTILINE)
 
 
 class TextReadError(ValueError):
@@ -47,8 +52,23 @@ def clean(text: str) -> str:
     from topodoc.inputs import strip_ansi
 
     text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    lines = [_MPI_PREFIX.sub("", line) for line in text.split("\n")]
-    return "\n".join(_strip_common_prefix(lines))
+    if "<std" in text:  # (every MPI prefix holds it) the prefix off each line, the text not split
+        text = _MPI_PREFIX_LINES.sub("", text)
+    if _few_prefixed(text):
+        return text  # (what _strip_common_prefix would decide, without splitting a big dmesg in lines)
+    return "\n".join(_strip_common_prefix(text.split("\n")))
+
+
+def _few_prefixed(text: str) -> bool:
+    """True when :func:`_strip_common_prefix` surely leaves ``text``'s lines as they are: fewer than 90%
+    of at least 3 non-blank lines start with a prefix. Lines holding a printable ASCII character other
+    than a space are surely non-blank; counted from the few lines that hold none. The prefixed lines are
+    over-counted (any run of characters other than spaces and colons for the name: ``re``, fast)."""
+    prefixed = sum(1 for _ in _PREFIX_LIKE_LINES.finditer(text))
+    if not prefixed:
+        return True
+    filled = text.count("\n") + 1 - len(_NO_PRINTABLE_LINE.findall(text))
+    return filled >= 3 and prefixed * 10 < filled * 9
 
 
 def _strip_common_prefix(lines: list[str]) -> list[str]:

@@ -119,11 +119,32 @@ def _direct(links: dict[int, GpuLinks], x: int, y: int) -> int:
 
 
 def relay(links: dict[int, GpuLinks], a: int, b: int) -> int | None:
-    """A GPU with direct NVLinks to both a and b (NCCL's NVB path), lowest index first."""
-    for c in sorted(links):
-        if c not in (a, b) and _direct(links, a, c) and _direct(links, c, b):
-            return c
-    return None
+    """A GPU with direct NVLinks to both a and b (NCCL's NVB path), lowest index first: among a's NVLink
+    neighbours (:func:`neighbours`), so every pair of a machine costs its GPUs' degree, not its GPU count."""
+    near = neighbours(links)
+    both = near.get(a, _NONE) & near.get(b, _NONE)
+    found = [c for c in both if c not in (a, b) and c in links]
+    return min(found) if found else None
+
+
+_NONE: frozenset[int] = frozenset()
+_NEAR: list = [None, {}]  # [the links dict last indexed, its index]
+
+
+def neighbours(links: dict[int, GpuLinks]) -> dict[int, frozenset[int]]:
+    """GPU -> the GPUs it has a direct NVLink bond with, either side reporting it (as :func:`_direct`
+    reads them); computed once per ``links`` dict (the last one asked about is kept)."""
+    if _NEAR[0] is links:
+        return _NEAR[1]
+    near: dict[int, set[int]] = {}
+    for x, lx in links.items():
+        for y, count in lx.peers.items():
+            if count:
+                near.setdefault(x, set()).add(y)
+                near.setdefault(y, set()).add(x)
+    index = {g: frozenset(peers) for g, peers in near.items()}
+    _NEAR[0], _NEAR[1] = links, index
+    return index
 
 
 def _link(links: dict[int, GpuLinks], g: int, a_id: str, b_id: str, count: int) -> Link:

@@ -160,16 +160,19 @@ def _utf16(head: bytes) -> str | None:
 
 
 def _read_here(units: list[parallel.Unit], items: list[Input], extra: tuple[str, ...]) -> Iterator:
-    """Every unit read by this process, each into its own state (as the workers would), one by one."""
+    """Every unit read by this process, each into its own state (as the workers would), one by one; a
+    part of a cut file starts where the part before it ended (lines, NCCL INFO record seen)."""
+    before = (0, False)
     for unit in units:
         if unit.path is None:
             state = LogState()
             yield unit.index, state, _scan_input(state, items[unit.index], extra)
             continue
         try:
-            result = parallel.read(unit, extra)
+            result = parallel.read(unit, extra, before)
         except OSError as err:
             raise LogInputError(f"{unit.path}: {err.strerror or type(err).__name__}") from err
+        before = (result[2].lines, result[1].info_seen)
         yield result
 
 

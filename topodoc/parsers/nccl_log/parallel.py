@@ -43,7 +43,8 @@ class Unit(NamedTuple):
     path: str | None
     start: int = 0
     end: int | None = None
-    lines_before: int = 0  # lines of the file before ``start`` (evidence is numbered as in the whole file)
+    lines_before: int | None = 0  # lines of the file before ``start`` (evidence is numbered as in the whole
+    # file); None: not counted yet (:func:`counted`; read here in order, the part before tells)
     info_before: bool = False  # an NCCL INFO record came before ``start``
 
 
@@ -120,6 +121,7 @@ def analyze_units(units: list[Unit], jobs: int, extra: tuple[str, ...], names: l
     import multiprocessing  # only where a pool starts: a small log never pays for the import
 
     context = multiprocessing.get_context("fork")
+    units = counted(units)
     with context.Pool(jobs - 1) as pool:
         return merge(_shared(pool, units, jobs, extra), names)
 
@@ -155,15 +157,20 @@ def merge(results, names: list[str]) -> tuple[LogState, list]:
     return state if state is not None else LogState(), [stats[i] for i in sorted(stats)]
 
 
-def read(unit: Unit, extra: tuple[str, ...]) -> tuple[int, LogState, InputStats]:
-    """Read one file unit into a new state."""
+def read(unit: Unit, extra: tuple[str, ...], before: tuple[int, bool] | None = None
+         ) -> tuple[int, LogState, InputStats]:
+    """Read one file unit into a new state; ``before``: (lines, NCCL INFO record seen) before its start,
+    for a unit not :func:`counted` (the previous part's end: its statistics' lines and state's
+    ``info_seen``)."""
+    if unit.lines_before is None:
+        unit = unit._replace(lines_before=before[0], info_before=before[1])
     state = LogState()
     with open(unit.path, "rb") as raw:
         scanner = Scanner(state, unit.path, extra)
         if unit.start:
             raw.seek(unit.start)
             scanner.lines, scanner.seen_info, scanner.size = unit.lines_before, unit.info_before, unit.start
-        stream = raw if unit.end is None else io.BufferedReader(_Range(raw, unit.end - unit.start))
+        stream = raw if unit.end is None else _Range(raw, unit.end - unit.start)
         stats = scanner.run(stream)
     return unit.index, state, dataclasses.replace(stats, bytes=stats.bytes - unit.start)
 
@@ -177,9 +184,26 @@ def _cut(index: int, path: str, size: int, parts: int) -> list[Unit]:
             if at is not None and at > cuts[-1]:
                 cuts.append(at)
     ends = [*cuts[1:], None]
-    counted = _lines_before(path, cuts)
-    return [Unit(index, path, start, end, *counted[k]) for k, (start, end) in enumerate(zip(cuts, ends,
-                                                                                            strict=True))]
+    return [Unit(index, path, start, end, None if start else 0)
+            for start, end in zip(cuts, ends, strict=True)]
+
+
+def counted(units: list[Unit]) -> list[Unit]:
+    """``units`` with the lines before each part counted (one pass of ``bytes.count`` per cut file, up to
+    its last cut): what workers need, each reading its part alone. One process reading the parts in order
+    takes them from the part before instead (:func:`read`'s ``before``), with no pass of its own."""
+    out: list[Unit] = []
+    counts: dict[int, dict[int, tuple[int, bool]]] = {}
+    for unit in units:
+        if unit.lines_before is not None:
+            out.append(unit)
+            continue
+        if unit.index not in counts:
+            cuts = [u.start for u in units if u.index == unit.index]
+            counts[unit.index] = dict(zip(cuts, _lines_before(unit.path, cuts), strict=True))
+        lines, seen = counts[unit.index][unit.start]
+        out.append(unit._replace(lines_before=lines, info_before=seen))
+    return out
 
 
 def _lines_before(path: str, cuts: list[int]) -> list[tuple[int, bool]]:
@@ -231,6 +255,13 @@ class _Range(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes straight from ``raw`` (no copy through a buffer: the scanner reads 1 MiB)."""
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._raw.read(size) if size > 0 else b""
+        self._left -= len(data)
+        return data
 
     def readinto(self, buffer) -> int:
         if self._left <= 0:

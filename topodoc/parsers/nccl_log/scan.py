@@ -18,13 +18,20 @@ Lines without ``NCCL`` are read only where one of the catalogue's gates (:mod:`t
 error, fail, warn words and a few more) occurs, found with one ``bytes.find`` pass per gate. Lines are
 numbered in C (``bytes.count`` between the lines visited), only for lines that become evidence. Memory is
 bounded by the job's size, never by the log's. Benchmarks: ``benchmarks/logs_bench.py``.
+
+The three loops over a block's bytes (the connection split, the record pass, the gate words) also exist in
+C (``_scan.c``, an optional extension built by ``pip install .``): :data:`_C` is that module, or ``None``
+where it was not built or ``TOPODOC_PURE=1`` is set; both give the same state (the Python loops below are
+the C core's oracle, ``tests/test_nccl_log_cscan.py``). :func:`engine` names the one that runs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import BinaryIO
@@ -110,6 +117,27 @@ _PREFIX = re.compile(r"(?<![^\s:\[\]|()])(?P<host>[^\s:\[\]|()]{1,255}):\d{1,12}
 _ORDER = itemgetter(0)
 
 
+def _load_core():
+    """The C core, or ``None`` (not built here, or ``TOPODOC_PURE=1``)."""
+    if os.environ.get("TOPODOC_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from topodoc.parsers.nccl_log import _scan
+    except ImportError:
+        return None
+    return _scan
+
+
+_C = _load_core()
+
+
+def engine() -> str:
+    """Which scanner core runs: ``"C"`` (the compiled ``_scan``) or ``"Python"``."""
+    if _C is not None:
+        return "C"
+    return "Python (TOPODOC_PURE=1)" if os.environ.get("TOPODOC_PURE", "") not in ("", "0") else "Python"
+
+
 class Scanner:
     """Reads one input into a shared :class:`LogState`; :meth:`run` returns the input's statistics."""
 
@@ -120,6 +148,7 @@ class Scanner:
         self.pending: tuple[int, str, str] | None = None  # a record that may continue on the next line
         self.whos: dict[bytes, prefix.Record | None] = {}
         self.places: dict[bytes, bytes] = {}  # line prefix -> channel.place()
+        self.coll_procs: dict[bytes, tuple] = {}  # line prefix -> (host, pid) of a collective call
         self.repeats: set[tuple[bytes, bytes]] = set()
         self.wanted: dict[bytes, bool] = {}  # INFO message -> worth the grammar
         self.last_error_at = 0  # the line that holds the text announced by a bare "Last error:" line
@@ -136,6 +165,7 @@ class Scanner:
         self.pair_lines: Counter = Counter()
         self.tail_lines: Counter = Counter()
         self.body_gates = tuple(g for g in self.gates if g not in _PASTE_GATES)
+        self.core = _C
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
@@ -157,17 +187,25 @@ class Scanner:
     # -- one block ------------------------------------------------------------------------------------
 
     def _block(self, block: bytes) -> None:
-        infos = block.count(_INFO)
-        self.nccl += infos
         events: list[tuple] = []
-        colls: dict[bytes, list] = {}
         self._connections(block, events)
-        self._records(block, events, colls)
-        self._gated(block, events, self.gates if self.size <= PASTE_BYTES else self.body_gates, len(block))
+        if self.core is not None:
+            new: dict[tuple[bytes, bytes], list] = {}
+            infos, colls = self.core.records(block, self.repeats, self.wanted, self._worth, self.whos,
+                                             self._conn_line, new, events, self.coll_procs, self.state.colls)
+            for key, (count, start) in new.items():
+                events.append((start, _NEWCONN, (key, count)))
+        else:
+            infos, colls = block.count(_INFO), {}
+            self._records(block, events, colls)
+        self.nccl += infos
+        gates = self.gates if self.size <= PASTE_BYTES else self.body_gates
+        gated = self._gated if self.core is None or len(gates) > 256 else self.core.gated  # (C: 256 at most)
+        gated(block, gates, len(block), events)
         if not self.seen_info:  # NCCL 2.1's form, up to the input's first " NCCL INFO " record
             first = block.find(_INFO)
             until = len(block) if first < 0 else block.rfind(_NL, 0, first) + 1
-            self._gated(block, events, _OLD_GATES, until)
+            gated(block, _OLD_GATES, until, events)
             self.seen_info = infos > 0
         self._fold_colls(colls, events)
         events.sort(key=_ORDER)
@@ -178,14 +216,24 @@ class Scanner:
         repeats, wanted = self.repeats, self.wanted
         rfind, find = block.rfind, block.find
         new: dict[tuple[bytes, bytes], list] = {}
+        size, line_end, start, info_at, long_line = len(block), -1, 0, -1, False
         for m in _NCCL.finditer(block):
             at = m.start()
-            start = rfind(_NL, 0, at) + 1
+            if at > line_end:  # the first hit of a line: its start, end and first INFO marker, once
+                start = rfind(_NL, max(line_end, 0), at) + 1
+                line_end = find(_NL, at)
+                line_end = size if line_end < 0 else line_end
+                info_at = find(_INFO, start, line_end)
+                long_line = line_end - start > LINE_LIMIT
+                if long_line:  # read once, by the grammar (its two ends), not once per record in it
+                    events.append((start, _GENERAL, None))
+            if long_line:
+                continue
             if block[at + 4 : at + 10] != b" INFO " or at == start or block[at - 1] != 32:
-                if find(_INFO, start, at) < 0:  # not a word inside an INFO record's message
+                if info_at < 0 or info_at + 11 > at:  # not a word inside an INFO record's message
                     events.append((start, _GENERAL, None))  # WARN, version, framework, trimmed, odd lines
                 continue
-            end = find(_NL, at)
+            end = line_end if line_end < size else -1
             msg, tail = block[at + 10 : end], block[start : at - 1]
             head = msg[:4]
             if head in _CONN_HEADS:
@@ -216,34 +264,53 @@ class Scanner:
         (the end of the piece before) and text (the start of the piece after) paired and counted in a
         ``Counter``, then read once per distinct pair. A block holding a glued or torn one is read line by
         line instead (:meth:`_conn_line`)."""
-        if _CHANNEL not in block:
-            return
-        pieces = block.split(_CHANNEL)
-        tails = [p[p.rfind(_NL) + 1 :] for p in pieces[:-1]]
-        # the text after "NN/N : " (the channel number left out, so a rank's 32 channels to a peer fold)
-        # (b"\0" where the line holds no " : " or goes on to another record: read line by line then)
-        rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
-                 for p in pieces[1:]]
-        if self._fold_conns(block, Counter(zip(tails, rests, strict=True)), events, (pieces, tails, rests)):
-            return
+        if self.core is not None:
+            folded = self.core.channels(block)
+            if folded is None:
+                return
+            counts, firsts, tails = folded
+            if self._fold_conns(counts, events, lambda wanted: {p: firsts[p] for p in wanted}, tails):
+                return
+        else:
+            if _CHANNEL not in block:
+                return
+            pieces = block.split(_CHANNEL)
+            tails = [p[p.rfind(_NL) + 1 :] for p in pieces[:-1]]
+            # the text after "NN/N : " (the channel number left out, so a rank's 32 channels to a peer
+            # fold) (b"\0" where the line holds no " : " or goes on to another record: read line by line)
+            rests = [p[i + 3 : j] if (j := p.find(_NL)) > (i := p.find(b" : ", 0, 16)) >= 0 else b"\0"
+                     for p in pieces[1:]]
+            split = (pieces, tails, rests)
+            if self._fold_conns(Counter(zip(tails, rests, strict=True)), events,
+                                lambda wanted: _first_lines(split, wanted), tails):
+                return
         new: dict[tuple[bytes, bytes], list] = {}
         rfind, find = block.rfind, block.find
+        line_end, start, long_line = -1, 0, False
         for m in _CONN_ANY.finditer(block):
             at = m.start()
-            start = rfind(_NL, 0, at) + 1
-            if at > start and block[at - 1] == 32:
-                msg = block[at + 10 : find(_NL, at)]
+            if at > line_end:  # a new line (its bounds found once: a line of many records stays linear)
+                start = rfind(_NL, max(line_end, 0), at) + 1
+                line_end = find(_NL, at)
+                line_end = len(block) if line_end < 0 else line_end
+                long_line = line_end - start > LINE_LIMIT
+                if long_line:
+                    events.append((start, _GENERAL, None))
+            if at > start and block[at - 1] == 32 and not long_line:
+                msg = block[at + 10 : line_end if line_end < len(block) else -1]
                 self._conn_line(block, start, msg, block[start : at - 1], new, events)
         for key, (count, start) in new.items():
             events.append((start, _NEWCONN, (key, count)))
 
-    def _fold_conns(self, block: bytes, counts: Counter, events: list, split: tuple) -> bool:
+    def _fold_conns(self, counts, events: list, first, tails) -> bool:
         """Take the block's folded lines ``(prefix, text after "Channel NN/N : ")`` -> lines; ``False``
         (and nothing taken) when one of them needs the grammar: a line holding two records, a line cut
         before "via", a prefix-less or odd one. A pair met for the first time gets its key (and, when the
         key is new, its first line as evidence, in file order); the counts wait in ``Counter``s, added up
         in C block after block, and reach the state once per distinct pair (:meth:`_flush_conns`): a rank's
-        lines spread over every block of a big interleaved log cost no Python work per block."""
+        lines spread over every block of a big interleaved log cost no Python work per block. ``first``:
+        pairs -> where each one's first line starts; ``tails``: the lines' prefixes (a list, or prefix ->
+        lines)."""
         for (tail, rest), _n in counts.items():
             if not tail or rest == b"\0" or b"NCCL" in tail or b" NCCL " in rest or _torn(rest):
                 return False
@@ -267,10 +334,10 @@ class Scanner:
             if key not in conns:
                 firsts.append((pair, key))
         if firsts:
-            starts = _first_lines(split, {pair for pair, _key in firsts})
+            starts = first({pair for pair, _key in firsts})
             events.extend((starts[pair], _NEWCONN, (key, 0)) for pair, key in dict(firsts).items())
         self.pair_lines.update(counts)
-        self.tail_lines.update(split[1])
+        self.tail_lines.update(tails)
         return True
 
     def _flush_conns(self) -> None:
@@ -324,7 +391,7 @@ class Scanner:
         self.wanted[msg] = worth
         return worth
 
-    def _gated(self, block: bytes, events: list, gates: tuple[bytes, ...], until: int) -> None:
+    def _gated(self, block: bytes, gates: tuple[bytes, ...], until: int, events: list) -> None:
         """Lines before ``until`` without NCCL's INFO marker that hold a gate word (one ``bytes.find``
         pass per gate)."""
         find, rfind = block.find, block.rfind
@@ -339,12 +406,17 @@ class Scanner:
 
     def _fold_colls(self, colls: dict, events: list) -> None:
         """Add the block's collective calls to ``LogState.colls``, per process (host, pid)."""
-        table = self.state.colls
+        table, procs = self.state.colls, self.coll_procs
         for tail, (count, start, last) in colls.items():
-            who = self._who(tail)
-            proc = (who.host, who.pid) if who is not None else (None, None)
+            proc = procs.get(tail)
+            if proc is None:
+                who = self._who(tail)
+                proc = (who.host, who.pid) if who is not None else (None, None)
+                if len(procs) >= CACHE_LIMIT:
+                    procs.clear()
+                procs[tail] = proc
             entry = table.get(proc)
-            op = _opcount(last)
+            op = last if last.__class__ is int else _opcount(last)  # (the C core reads plain opCounts)
             if entry is None:
                 events.append((start, _COLL, (proc, count, op)))
             else:
@@ -364,7 +436,8 @@ class Scanner:
     def _walk(self, block: bytes, events: list) -> None:
         """Visit the listed lines in file order, numbering them in C, plus the lines a torn record or a
         bare ``Last error:`` line needs after it."""
-        find, count = block.find, block.count
+        find = block.find
+        count = block.count if self.core is None else partial(_count_nl, self.core.newlines, block)
         pos, number, done = 0, self.lines + 1, 0  # ``number``: the line at ``pos``; ``done``: first unread
         for start, kind, data in events:
             if start < done:
@@ -584,6 +657,11 @@ def _first_lines(split: tuple[list, list, list], wanted: set) -> dict:
     return {pair: ends[i] + i * len(_CHANNEL) - len(pair[0]) for pair, i in index.items()}
 
 
+def _count_nl(newlines, block: bytes, _nl: bytes, start: int = 0, end: int = 1 << 62) -> int:
+    """``block.count(b"\\n", start, end)`` by the C core."""
+    return newlines(block, start, end)
+
+
 def _torn(msg: bytes) -> bool:
     """A connection line cut before its transport (the rest follows on the next physical line)."""
     return channel.VIA not in msg and msg.count(b"->") == 1
@@ -606,12 +684,16 @@ def _read_blocks(stream: BinaryIO, chunk: int):
         data = stream.read(chunk)
         if not data:
             break
-        block = carry + data
-        cut = block.rfind(_NL) + 1
-        carry = block[cut:]
+        cut = data.rfind(_NL) + 1  # (the carry holds no newline: the block ends in data or is empty)
+        if cut == 0:
+            block, carry = b"", carry + data
+        elif carry:
+            block, carry = b"".join((carry, memoryview(data)[:cut])), data[cut:]  # one copy, not two
+        else:
+            block, carry = data if cut == len(data) else data[:cut], data[cut:]
         if len(carry) > CARRY_LIMIT:  # a line with no end in sight: keep its two ends (all the grammar reads)
             carry = carry[:LINE_LIMIT] + " … ".encode() + carry[-LINE_LIMIT:]
-        yield block[:cut], len(data)  # empty when no line has ended yet
+        yield block, len(data)  # empty when no line has ended yet
     if carry:
         yield carry + _NL, 0
 
