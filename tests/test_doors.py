@@ -205,3 +205,31 @@ def test_fleet_runs_the_one_pipeline_per_node(tmp_path: Path) -> None:
 
     snapshot = topodoc.load(str(tmp_path / "c.json"))
     assert "gpu-lost" in {f.rule for f in run(Request(snapshot=snapshot)).report.findings}
+
+
+def test_a_recordings_fabric_manager_status_reaches_the_rules(tmp_path: Path) -> None:
+    """Issue 23: what `record` kept beside the collectors' reads is served to the rules that read that kind
+    of text (Fabric Manager's status: no collector reads it), citing the recording's command."""
+    import tarfile
+
+    from topodoc.probe.extras import FABRIC_MANAGER
+
+    tree = tmp_path / "tree"
+    with tarfile.open(ROOT / "fixtures" / "hosts" / "hgx-h100-8x400g-ib" / "recording.tar.gz") as archive:
+        archive.extractall(tree, filter="data")
+    commands = json.loads((tree / "commands.json").read_text())
+    status = (ROOT / "fixtures" / "text" / "fabric-manager" / "systemctl-status-version-mismatch.txt").read_text()
+    commands["commands"].append({"argv": list(FABRIC_MANAGER), "missing": False, "returncode": 3,
+                                 "stderr": "", "stdout": status, "timed_out": False})
+    (tree / "commands.json").write_text(json.dumps(commands))
+    recording = tmp_path / "node.tar.gz"
+    with tarfile.open(recording, "w:gz") as archive:
+        for item in sorted(tree.iterdir()):
+            archive.add(item, arcname=item.name)
+    doc = _diagnose("--from", str(recording))
+    found = [f for f in doc["findings"] if f["rule"].startswith("fabric-manager")]
+    assert found, _rules(doc)
+    assert any(e["where"].startswith(f"{recording}:systemctl status nvidia-fabricmanager")
+               for f in found for e in f["evidence"])
+    plain = _diagnose("--from", "example:hgx-h100-8x400g-ib")
+    assert not [f for f in plain["findings"] if f["rule"].startswith("fabric-manager")]

@@ -93,8 +93,9 @@ def run(request: Request) -> Diagnosis:
         (i.path, e) for i in texts if i.kind == "dmesg" and i.parsed for e in i.parsed
     )
     known = machine.facets if machine is not None and not machine.has_base else None
+    others = _other_texts(texts + _recorded_texts(request))
     facts = Facts(snapshot=snapshot, topology=topology, logs=analysis, nccl_tests=tests,
-                  kernel=kernel or None, texts=_other_texts(texts), known=known)
+                  kernel=kernel or None, texts=others, known=known)
     given = request.source or request.logs or request.nccl_tests
     if texts and not _usable(facts, texts, machine) and not given:
         rows = tuple(_file_row(i, texts, log_names) for i in texts if not i.secondary)
@@ -158,6 +159,21 @@ def _recorded_kernel(request: Request) -> tuple:
     from topodoc.probe.extras import recorded_kernel_events
 
     return tuple(recorded_kernel_events(request.source) or ())
+
+
+def _recorded_texts(request: Request) -> list:
+    """The command outputs a recording kept for the rules (Fabric Manager's status: what no collector
+    reads), read as the same pastes would be."""
+    if not request.source or request.source == "live":
+        return []
+    from topodoc.probe.extras import recorded_texts
+
+    found = recorded_texts(request.source)
+    if not found:
+        return []
+    from topodoc.text.inputs import parse_text
+
+    return [parse_text(label, output) for label, output in found]
 
 
 def _machine(texts: list, analysis, base):

@@ -92,3 +92,32 @@ def recorded_kernel_events(spec: str | None) -> tuple | None:
 
     label = f"{spec}:journalctl -k"
     return tuple((label, event) for event in kernel_log.parse(result.stdout))
+
+
+# Recorded outputs that tell the rules what the collectors cannot: Fabric Manager's own state (its service
+# status and log lines). The others (nvidia-smi -q -x, nvlink, ibstat, ibv_devinfo, lspci, lsmod) repeat
+# what NVML and sysfs gave the snapshot; their rules would say it twice.
+FABRIC_MANAGER = ("systemctl", "status", "nvidia-fabricmanager", "--no-pager", "--lines=20")
+TEXTS = (FABRIC_MANAGER,)
+
+
+def recorded_texts(spec: str | None) -> tuple[tuple[str, str], ...]:
+    """``((label, output), ...)`` of :data:`TEXTS` a recording kept (label ``SPEC:command line``), for the
+    rules that read those kinds of text; empty for a live source or a recording without them."""
+    recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
+    if not recording:
+        return ()
+    from topodoc.probe.archive import ArchiveError
+    from topodoc.probe.record import recorded_runner
+    from topodoc.probe.source import SourceError, recording_path
+
+    try:
+        runner = recorded_runner(recording_path(spec))
+    except (SourceError, ArchiveError):
+        return ()
+    out = []
+    for argv in TEXTS:
+        result = runner.run(list(argv), 10.0)
+        if not result.missing and not result.timed_out and result.stdout.strip():
+            out.append((f"{spec}:{' '.join(argv)}", result.stdout))
+    return tuple(out)
