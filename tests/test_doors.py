@@ -218,7 +218,8 @@ def test_a_recordings_fabric_manager_status_reaches_the_rules(tmp_path: Path) ->
     with tarfile.open(ROOT / "fixtures" / "hosts" / "hgx-h100-8x400g-ib" / "recording.tar.gz") as archive:
         archive.extractall(tree, filter="data")
     commands = json.loads((tree / "commands.json").read_text())
-    status = (ROOT / "fixtures" / "text" / "fabric-manager" / "systemctl-status-version-mismatch.txt").read_text()
+    status = (ROOT / "fixtures" / "text" / "fabric-manager" / "systemctl-status-version-mismatch.txt")
+    status = status.read_text()
     commands["commands"].append({"argv": list(FABRIC_MANAGER), "missing": False, "returncode": 3,
                                  "stderr": "", "stdout": status, "timed_out": False})
     (tree / "commands.json").write_text(json.dumps(commands))
