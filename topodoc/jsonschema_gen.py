@@ -10,7 +10,7 @@ Regenerate the shipped files (``topodoc/schemas/<name>.json``) after a model cha
 
     python -m topodoc.jsonschema_gen --write
 
-It refuses when a schema changed but its version in ``topodoc.report.document.VERSIONS`` did not:
+It refuses when a schema changed but its version in ``topodoc.schema_versions.VERSIONS`` did not:
 bump it, add a line to ``docs/CHANGELOG.md``, and run it again. ``--check`` only compares.
 """
 
@@ -296,7 +296,7 @@ def write(say: Callable[[str], None] = print) -> int:
     stale = unbumped(schemas, record)
     if stale:
         say("schemas changed without a version bump: " + ", ".join(stale))
-        say("bump them in topodoc/report/document.py VERSIONS, add a line to docs/CHANGELOG.md, rerun")
+        say("bump them in topodoc/schema_versions.py, add a line to docs/CHANGELOG.md, rerun")
         return 1
     from topodoc.report.document import VERSIONS
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from topodoc.schema_versions import VERSIONS
+
 SCHEMA = "topodoc.snapshot"
-SCHEMA_VERSION = 3  # 1 was {"schema": 1, ...} without a name, 2 had no health values; codec.load reads both
+SCHEMA_VERSION = VERSIONS[SCHEMA]  # 1 had no name, 2 no health values; codec.load reads both
 
 
 class GapReason(str, Enum):

@@ -15,9 +15,10 @@ from functools import lru_cache
 from topodoc.fleet.fingerprint import RULE_OF, Prop
 from topodoc.fleet.nodes import Fingerprint, InputError, NodeRef
 from topodoc.fleet.racks import RackView, rack_view
+from topodoc.schema_versions import VERSIONS
 
 SCHEMA = "topodoc.fleet"
-SCHEMA_VERSION = 2  # 2: racks, rails.breaks, rail findings by rule, rail.GPU<i> properties
+SCHEMA_VERSION = VERSIONS[SCHEMA]  # 2: racks, rails.breaks, rail findings by rule, rail.GPU<i> properties
 ABSENT = "absent"
 # A difference in a property that matters, when no rule names a severity for it.
 DEFAULT_SEVERITY = {

@@ -1,8 +1,8 @@
 """Every ``--json`` document topodoc prints: its schema name and version, put first, in one place.
 
-A document is ``{"schema": "topodoc.<name>", "schema_version": N, ...data}``. ``VERSIONS`` is the one
-record of the current versions; the JSON Schemas in ``topodoc/schemas/`` are generated from the model's
-type hints (``python -m topodoc.jsonschema_gen --write``) and a change to a schema without a bump here
+A document is ``{"schema": "topodoc.<name>", "schema_version": N, ...data}``. ``VERSIONS``
+(:mod:`topodoc.schema_versions`) is the one record of the current versions; the JSON Schemas in
+``topodoc/schemas/`` are generated from the model's type hints (``python -m topodoc.jsonschema_gen --write``) and a change to a schema without a bump here
 fails the tests (``topodoc/schemas/versions.json`` keeps the hash of every released version).
 """
 
@@ -11,25 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Spelled here, not read from topodoc.model, so that printing a document does not import the machine model;
-# tests/test_schemas.py checks they agree with model.SCHEMA / SCHEMA_VERSION (and fleet's).
-VERSIONS: dict[str, int] = {
-    "topodoc.snapshot": 3,  # 1 was {"schema": 1, ...}, 2 had no health values; codec.load reads both
-    "topodoc.topo": 2,
-    "topodoc.logs": 3,
-    "topodoc.nccltests": 1,
-    "topodoc.diagnose": 3,
-    "topodoc.bandwidth": 1,
-    "topodoc.rules": 1,
-    "topodoc.examples": 1,
-    "topodoc.estimate": 1,
-    "topodoc.fleet": 2,
-    "topodoc.fabric": 1,
-    "topodoc.fabric-check": 1,
-    "topodoc.estimate-cluster": 1,
-    "topodoc.agent-findings": 1,
-    "topodoc.agent-events": 1,
-}
+from topodoc.schema_versions import VERSIONS  # the one place each version is spelled
 
 
 def document(name: str, data: dict[str, Any]) -> dict[str, Any]:
