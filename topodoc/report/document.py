@@ -3,7 +3,8 @@
 A document is ``{"schema": "topodoc.<name>", "schema_version": N, ...data}``. ``VERSIONS``
 (:mod:`topodoc.schema_versions`) is the one record of the current versions; the JSON Schemas in
 ``topodoc/schemas/`` are generated from the model's type hints (``python -m topodoc.jsonschema_gen
---write``) and a change to a schema without a bump there fails the tests (``topodoc/schemas/versions.json`` keeps the hash of every released version).
+--write``) and a change to a schema without a bump there fails the tests
+(``topodoc/schemas/versions.json`` keeps the hash of every released version).
 """
 
 from __future__ import annotations
