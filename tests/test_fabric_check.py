@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, run_cli_process
+from fleet_logs import rail_log
 from jsonschema import Draft202012Validator
 
 from topodoc import jsonschema_gen
@@ -164,7 +165,7 @@ def test_a_host_whose_gpu_takes_another_rail_is_named_with_the_log_line(tmp_path
     """Three hosts of two GPUs; node-c's GPU1 goes out through mlx5_0 (synthetic lines in NCCL 2.21's
     wording, as tests/test_fleet.py builds them; copied so the two files change apart)."""
     log = tmp_path / "job.log"
-    log.write_text(_rail_log({"node-a": (0, 1), "node-b": (0, 1), "node-c": (0, 0)}))
+    log.write_text(rail_log({"node-a": (0, 1), "node-b": (0, 1), "node-c": (0, 0)}))
     plan = _plan(tmp_path, "--nodes", "3", "--gpus-per-node", "2", "--nics-per-node", "2", "--reference",
                  "superpod")
     out, data = _check(plan, "--logs", str(log))
@@ -174,33 +175,3 @@ def test_a_host_whose_gpu_takes_another_rail_is_named_with_the_log_line(tmp_path
     assert "job.log:" in broken["evidence"][0] and "NET/IB/0" in broken["evidence"][0]
 
 
-def _rail_log(hosts: dict[str, tuple[int, int]]) -> str:
-    """A multi-node NCCL log, two GPUs per host: host -> (NIC index used by GPU0, by GPU1)."""
-    lines = []
-    names = list(hosts)
-    n = len(names) * 2
-    for h, host in enumerate(names):
-        pid = 1000 + h
-        lines.append(
-            f"{host}:{pid}:{pid} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; "
-            f"OOB ib0:10.0.0.{h + 1}<0>"
-        )
-        for local in range(2):
-            rank = 2 * h + local
-            lines.append(
-                f"{host}:{pid + local}:{pid + local} [{local}] NCCL INFO ncclCommInitRank "
-                f"comm 0x{rank + 1:x}0 "
-                f"rank {rank} nranks {n} cudaDev {local} nvmlDev {local} busId {local + 1}8000 "
-                "commId 0xabc - Init START"
-            )
-        nic0, nic1 = hosts[host]
-        prev, nxt = (2 * h - 1) % n, (2 * h + 2) % n
-        lines.append(
-            f"{host}:{pid}:{pid} [0] NCCL INFO Channel 00/0 : {prev}[1] -> {2 * h}[0] [receive] "
-            f"via NET/IB/{nic0}/GDRDMA"
-        )
-        lines.append(
-            f"{host}:{pid + 1}:{pid + 1} [1] NCCL INFO Channel 00/0 : {2 * h + 1}[1] -> {nxt}[0] [send] "
-            f"via NET/IB/{nic1}/GDRDMA"
-        )
-    return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from fleet_logs import rail_log
 
 from topodoc.fleet.compare import compare
 from topodoc.fleet.fingerprint import fingerprint
@@ -223,43 +224,13 @@ def test_agent_urls_fetched_and_timeouts_reported(tmp_path, base, monkeypatch):
     assert "cannot fetch" in report.errors[0].message
 
 
-def _log(hosts: dict[str, tuple[int, int]]) -> str:
-    """A multi-node NCCL log, two GPUs per host: host -> (NIC index used by GPU0, by GPU1)."""
-    lines = []
-    names = list(hosts)
-    n = len(names) * 2
-    for h, host in enumerate(names):
-        pid = 1000 + h
-        lines.append(
-            f"{host}:{pid}:{pid} [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; "
-            f"OOB ib0:10.0.0.{h + 1}<0>"
-        )
-        for local in range(2):
-            rank = 2 * h + local
-            lines.append(
-                f"{host}:{pid + local}:{pid + local} [{local}] NCCL INFO ncclCommInitRank "
-                f"comm 0x{rank + 1:x}0 "
-                f"rank {rank} nranks {n} cudaDev {local} nvmlDev {local} busId {local + 1}8000 "
-                "commId 0xabc - Init START"
-            )
-        nic0, nic1 = hosts[host]
-        prev, nxt = (2 * h - 1) % n, (2 * h + 2) % n
-        lines.append(
-            f"{host}:{pid}:{pid} [0] NCCL INFO Channel 00/0 : {prev}[1] -> {2 * h}[0] [receive] "
-            f"via NET/IB/{nic0}/GDRDMA"
-        )
-        lines.append(
-            f"{host}:{pid + 1}:{pid + 1} [1] NCCL INFO Channel 00/0 : {2 * h + 1}[1] -> {nxt}[0] [send] "
-            f"via NET/IB/{nic1}/GDRDMA"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def test_rail_map_from_logs(tmp_path):
     from topodoc.fleet.raillog import rail_map
 
     path = tmp_path / "job.log"
-    path.write_text(_log({"node-a": (0, 1), "node-b": (0, 1), "node-c": (0, 0)}))
+    path.write_text(rail_log({"node-a": (0, 1), "node-b": (0, 1), "node-c": (0, 0)}))
     rails = rail_map((str(path),))
     assert rails.majority == {"0": "mlx5_0", "1": "mlx5_1"}
     breaks = [f for f in rails.findings if f.severity == "warning"]
