@@ -21,6 +21,14 @@ def to_int(text: str) -> int | None:
     return int(text) if _INT.fullmatch(text) else None
 
 
+def to_count(text: str | None, maximum: int) -> int | None:
+    """A count or size something will loop over or allocate: ``0..maximum``, else None. Every count
+    read from input text that sizes a loop goes through here (or :mod:`topodoc.cpuset` for CPUs), so a
+    few bytes of input never ask for a billion iterations."""
+    value = to_int(text) if isinstance(text, str) else None
+    return value if value is not None and 0 <= value <= maximum else None
+
+
 def to_float(text: str) -> float | None:
     """``"1.5"``, ``"1.2e+04"``, ``"42"`` -> float; words, ``nan``, ``inf`` and over-long text -> None."""
     if len(text) > _MAX_FLOAT_TEXT:

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import regex
 
 from topodoc import pciaddr
+from topodoc.cpuset import CpuSet, CpuSetError
 from topodoc.model import Gap, GapReason, Gpu, HostInfo, Nic, NumaNode, PciDevice, Snapshot
 
 MAX_CHARS = 64 * 1024 * 1024
@@ -170,15 +171,10 @@ def _rdma_osdev(obj: ET.Element, name: str) -> bool:
 def _cpulist(mask: str | None) -> str | None:
     if not mask or not regex.fullmatch(r"0x[0-9a-fA-F,x]{1,4096}", mask):
         return None
-    value = int(mask.replace("0x", "").replace(",", ""), 16)
-    cpus = [i for i in range(value.bit_length()) if value >> i & 1]
-    parts, start = [], None
-    for i, cpu in enumerate(cpus):
-        start = cpu if start is None else start
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
-            parts.append(f"{start}-{cpu}" if cpu != start else str(cpu))
-            start = None
-    return ",".join(parts) or None
+    try:
+        return CpuSet.from_hex(mask).format() or None
+    except CpuSetError:
+        return None
 
 
 def _kb(text: str | None) -> int | None:

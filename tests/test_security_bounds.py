@@ -1,0 +1,132 @@
+"""Memory and time bombs from small inputs (issue 22, items 1 and 8): each case is the audit's input,
+run as a real ``python -m topodoc`` under a 512 MB address-space cap; before the fix each took hundreds
+of MB to GB (or crashed with an internal error), now each stays small and ends with a clear line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from bounded import HOSTS, rewrite_recording, run_bounded
+
+from topodoc.topology.matrix import cpuset
+
+TOPO = Path(__file__).resolve().parent.parent / "fixtures" / "topo"
+PEAK_MB = 200
+
+
+def _bomb_cells(data: bytes) -> bytes:
+    doc = json.loads(data)
+    for command in doc["commands"]:
+        command["stdout"] = re.sub(r"\t\d+-\d+\n", "\t0-40000000\n", command["stdout"])
+    return json.dumps(doc).encode()
+
+
+@pytest.fixture(scope="module")
+def bomb_recording(tmp_path_factory):
+    """8xgpu-2s-pcie-switches with every CPU Affinity cell of its recorded ``topo -m`` = 0-40000000."""
+    target = tmp_path_factory.mktemp("bomb") / "bomb.tar.gz"
+    return rewrite_recording(HOSTS / "8xgpu-2s-pcie-switches" / "recording.tar.gz", target,
+                             {"commands.json": _bomb_cells})
+
+
+def _small(result):
+    assert not result.timed_out, result
+    assert result.peak_mb < PEAK_MB, result
+    assert "internal error" not in result.stderr + result.stdout, result
+    assert "Traceback" not in result.stderr, result
+
+
+def test_cpu_affinity_cell_is_never_expanded():
+    assert cpuset("0-40000000") == "0-40000000"  # beyond any machine: compared as text
+    assert cpuset("0-1000000,1048574") != cpuset("0-1000000")
+    assert cpuset(" 0-31, 64-95 ") == cpuset("0-31,64-95")
+
+
+def test_cpu_affinity_bomb_in_a_paste(tmp_path):
+    paste = tmp_path / "topo.txt"
+    paste.write_text((TOPO / "consumer-2x-rtx4090-phb.txt").read_text().replace("0-31", "0-40000000"))
+    result = run_bounded("diagnose", str(paste))
+    _small(result)
+    assert result.returncode in (0, 1), result
+
+
+@pytest.mark.parametrize("command", ["diagnose", "topo"])
+def test_cpu_affinity_bomb_in_a_recording(bomb_recording, tmp_path, command):
+    result = run_bounded(command, "--from", str(bomb_recording), env={"XDG_CACHE_HOME": str(tmp_path)})
+    _small(result)
+    assert result.returncode in (0, 1), result
+
+
+def test_cpu_affinity_bomb_in_an_agent_cycle(bomb_recording, tmp_path):
+    result = run_bounded("agent", "--from", str(bomb_recording), "--cycles", "1", "--listen", "off",
+                         "--interval", "1", env={"XDG_CACHE_HOME": str(tmp_path)}, timeout=20)
+    _small(result)
+    assert result.returncode == 0, result
+
+
+# Every ``range(`` in the package outside the two bounded modules, with why its bound is not input.
+# A new ``range(`` fails this test until it is either moved behind topodoc/cpuset.py or
+# topodoc/numbers.py (to_count) or listed here with the reason its length is bounded.
+REVIEWED_RANGES = {
+    ("topodoc/probe/nvml_live.py", "range(pynvml.nvmlDeviceGetCount())"): "live NVML on this machine",
+    ("topodoc/probe/replaycache.py", "range(3)"): "constant",
+    ("topodoc/probe/nvml_grace.py", "range(count)"): "_link_count checks 0..MAX_C2C_LINKS",
+    ("topodoc/probe/nvml_gpus.py", "range(count)"): "checked 0..MAX_GPUS just above",
+    ("topodoc/probe/nvml_gpus.py", "range(_link_count(query, i))"): "_link_count returns <= 4 * MAX_LINKS",
+    ("topodoc/parsers/nccl_tests.py", "range(0, min(len(results), 2 * width), width)"): "len of a list",
+    ("topodoc/parsers/nccl_tests.py", "candidates = range("): "a lazy range: only len() and [0] are read",
+    ("topodoc/parsers/lspci.py", "range(len(_ACS_NAMES))"): "constant table",
+    ("topodoc/parsers/nccl_log/infer.py", "range(len(firsts))"): "len of a list",
+    ("topodoc/parsers/nccl_log/parallel.py", "range(i, min(len(units), i + jobs))"): "len of a list",
+    ("topodoc/parsers/nccl_log/parallel.py", "range(1, parts)"): "parts from file size / 16 MB",
+    ("topodoc/parsers/nccl_topo_xml.py", "MAX_NVLINKS"): "to_count(.., MAX_NVLINKS), total capped",
+    ("topodoc/agent/runner.py", "range(500)"): "constant",
+    ("topodoc/testing/nvml.py", "range(min(_count(), MAX_GPUS))"): "capped at MAX_GPUS",
+    ("topodoc/fleet/nodes.py", "range(0, len(files), size)"): "len of a list",
+    ("topodoc/commands/bandwidth.py", "range(tp)"): "tp checked <= the machine's GPU count first",
+    ("topodoc/commands/nccltests.py", "range(len(words))"): "len of a list",
+}
+BOUNDED_MODULES = {"topodoc/cpuset.py", "topodoc/numbers.py"}
+
+
+def test_no_range_over_parsed_numbers_outside_the_bounded_modules():
+    root = Path(__file__).resolve().parent.parent
+    unreviewed, seen = [], set()
+    for path in sorted((root / "topodoc").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in BOUNDED_MODULES:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not re.search(r"(?<![\w.])range\(", line) or line.lstrip().startswith("#"):
+                continue
+            keys = [key for key in REVIEWED_RANGES if key[0] == rel and key[1] in line]
+            seen.update(keys)
+            if not keys:
+                unreviewed.append(f"{rel}:{number}: {line.strip()}")
+    assert not unreviewed, "range() over a number that may come from input:\n" + "\n".join(unreviewed)
+    assert not set(REVIEWED_RANGES) - seen, f"stale entries: {set(REVIEWED_RANGES) - seen}"
+
+
+def test_matrix_and_xml_cpu_lists_go_through_cpuset():
+    """The three places that expanded CPU lists into Python sets or bits one by one now use CpuSet."""
+    from topodoc.parsers import hwloc_xml, nccl_topo_xml
+
+    assert nccl_topo_xml._mask_cpulist("ffffffff,00000000") == "32-63"
+    assert hwloc_xml._cpulist("0x0000ffff,0xffffffff") == "0-47"
+    assert nccl_topo_xml._cpulist_mask("0-31,64-95") == "ffffffff,00000000,ffffffff"
+    assert nccl_topo_xml._cpulist_mask("0-40000000") == "00000000"  # beyond any machine: no CPU
+
+
+def test_nvlink_count_attribute_is_bounded(tmp_path):
+    xml = tmp_path / "topo.xml"
+    xml.write_text('<system version="1"><cpu numaid="0" affinity="ffffffff" arch="x86_64">'
+                   '<pci busid="0000:17:00.0" class="0x030200" vendor="0x10de" device="0x20b0" '
+                   'link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0">'
+                   '<nvlink target="0000:18:00.0" count="4000000000" tclass="0x068000"/>'
+                   '</gpu></pci></cpu></system>')
+    result = run_bounded("topo", "--from", str(xml), "--json")
+    _small(result)
+    assert result.returncode in (0, 1), result
