@@ -216,7 +216,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
 
 def test_sighup_then_sigterm_on_a_real_agent(tmp_path):
     config = tmp_path / "agent.json"
-    config.write_text(json.dumps({"interval": 0.5}))
+    config.write_text(json.dumps({"interval": 1}))
     proc = subprocess.Popen([sys.executable, "-m", "topodoc", "agent", "--from", "example:dgx-a100",
                              "--config", str(config), "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE,
                             text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from bounded import HOSTS, rewrite_recording, run_bounded
+from conftest import run_cli
 
 from topodoc.topology.matrix import cpuset
 
@@ -88,6 +89,7 @@ REVIEWED_RANGES = {
     ("topodoc/fleet/nodes.py", "range(0, len(files), size)"): "len of a list",
     ("topodoc/commands/bandwidth.py", "range(tp)"): "tp checked <= the machine's GPU count first",
     ("topodoc/commands/nccltests.py", "range(len(words))"): "len of a list",
+    ("topodoc/parsers/xmlcut.py", "range(0, len(text), _CHUNK)"): "len of a string",
 }
 BOUNDED_MODULES = {"topodoc/cpuset.py", "topodoc/numbers.py"}
 
@@ -130,3 +132,117 @@ def test_nvlink_count_attribute_is_bounded(tmp_path):
     result = run_bounded("topo", "--from", str(xml), "--json")
     _small(result)
     assert result.returncode in (0, 1), result
+
+
+# -- item 8: deep nesting, binary devices, FIFOs, intervals, UTF-16 ---------------------------------------
+TEXT = Path(__file__).resolve().parent.parent / "fixtures" / "text"
+DEEP_XML = {
+    "hwloc": '<?xml version="1.0"?><topology version="2.0">' + '<object type="Bridge">' * 1000
+             + "</object>" * 1000 + "</topology>",
+    "nccl": '<system version="1"><cpu numaid="0" affinity="ff">'
+            + '<pci busid="0000:01:00.0" class="0x060400">' * 1000 + "</pci>" * 1000 + "</cpu></system>",
+    "smi": '<?xml version="1.0" ?><nvidia_smi_log><driver_version>535</driver_version>'
+           '<gpu id="00000000:17:00.0">' + "<a>" * 1000 + "</a>" * 1000 + "</gpu></nvidia_smi_log>",
+}
+DEEP_JSON = {
+    "closed": '{"schema": "topodoc.snapshot", "schema_version": 2, "pci": ' + "[" * 5000 + "]" * 5000 + "}",
+    "open": '{"schema": "topodoc.snapshot", "schema_version": 2, "pci": ' + "[" * 5000,
+}
+
+
+def _one_clear_line(result, *words):
+    assert result.returncode == 2, result
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(DEEP_XML))
+@pytest.mark.parametrize("how", [("diagnose",), ("topo", "--from")])
+def test_deep_xml_is_one_clear_line(tmp_path, kind, how):
+
+
+    path = tmp_path / f"{kind}.xml"
+    path.write_text(DEEP_XML[kind])
+    _one_clear_line(run_cli(*how, str(path)), "nested deeper than 64")
+
+
+@pytest.mark.parametrize("kind", sorted(DEEP_JSON))
+@pytest.mark.parametrize("how", [("diagnose",), ("topo", "--from")])
+def test_deep_json_is_one_clear_line(tmp_path, kind, how):
+
+
+    path = tmp_path / "snapshot.json"
+    path.write_text(DEEP_JSON[kind])
+    _one_clear_line(run_cli(*how, str(path)), "nested too deep")
+
+
+def test_deep_json_replay_event_is_one_clear_line(tmp_path):
+
+
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"source": "kmsg", "data": ' + "[" * 5000 + "\n")
+    result = run_cli("agent", "--from", "example:dgx-a100", "--replay-events", str(path), "--listen", "off",
+                     "--cycles", "1")
+    _one_clear_line(result, "nested too deep")
+
+
+def test_urandom_is_refused_as_binary_without_reading_the_cap():
+    result = run_bounded("diagnose", "/dev/urandom")
+    assert result.returncode == 2 and "binary data, not text" in result.stderr, result
+    _small(result)
+    assert result.peak_mb < 100, result  # was 930 MB: the whole 64 MiB cap, decoded as U+FFFD
+
+
+def test_binary_stdin_is_refused_too():
+    result = run_bounded("topo", "-", stdin=bytes(range(256)) * 8192)
+    assert result.returncode == 2 and "stdin: binary data, not text" in result.stderr, result
+    _small(result)
+
+
+@pytest.mark.parametrize("what", ["device", "fifo", "directory"])
+def test_replay_events_says_what_the_path_is(tmp_path, what):
+    import os
+
+
+
+    path = {"device": "/dev/zero", "fifo": str(tmp_path / "events"), "directory": str(tmp_path)}[what]
+    if what == "fifo":
+        os.mkfifo(path)
+    result = run_cli("agent", "--from", "example:dgx-a100", "--replay-events", path, "--listen", "off",
+                     "--cycles", "1")
+    word = {"device": "a character device", "fifo": "a FIFO", "directory": "a directory"}[what]
+    _one_clear_line(result, word, "not a regular file")
+    assert "no such file" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0.001", "0", "-1", "nan"])
+def test_interval_below_the_floor_is_refused(value):
+
+
+    result = run_cli("agent", "--from", "example:dgx-a100", "--listen", "off", "--interval", value,
+                     "--cycles", "1")
+    _one_clear_line(result, "--interval must be at least 1 s")
+
+
+def test_interval_below_the_floor_is_refused_in_the_config_file(tmp_path):
+
+
+    config = tmp_path / "agent.json"
+    config.write_text('{"interval": 0.001}')
+    result = run_cli("agent", "--from", "example:dgx-a100", "--listen", "off", "--config", str(config),
+                     "--cycles", "1")
+    _one_clear_line(result, "interval must be at least 1 s")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-8-sig"])
+@pytest.mark.parametrize("case", ["nccl-topo-xml/azure-ndv4-topo.xml", "hwloc-xml/nvidia-dgx2.xml"])
+def test_topo_from_reads_the_xml_encodings_diagnose_reads(tmp_path, encoding, case):
+
+
+    path = tmp_path / "machine.xml"
+    path.write_bytes((TEXT / case).read_text().encode(encoding))
+    result = run_cli("topo", "--from", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["gpus"], result.stdout[:200]

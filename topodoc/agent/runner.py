@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from topodoc import __version__
+from topodoc import __version__, jsontext
 from topodoc.agent.cycle import CycleResult, Prober
 from topodoc.agent.events import AgentEvent, EventLog, from_kmsg, from_udev
 from topodoc.agent.logtail import LogWatcher
@@ -70,10 +70,14 @@ class View:
     log_reports: dict = field(default_factory=dict)
 
 
+MIN_INTERVAL_S = 1.0  # a cycle probes the machine: more often than once a second is a mistake or an attack
+MAX_CONFIG_CHARS = 1 << 20  # a config is a few lines; more is cut, and fails to parse
+
+
 def load_config_file(path: str, base: AgentConfig) -> AgentConfig:
     """``--config FILE``: JSON with any of interval, budget, watch_log, textfile, events_file."""
     with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+        data = jsontext.loads(handle.read(MAX_CONFIG_CHARS + 1))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     allowed = {"interval": (int, float), "budget": (int, float), "watch_log": list, "textfile": str,
@@ -83,8 +87,8 @@ def load_config_file(path: str, base: AgentConfig) -> AgentConfig:
         if key not in allowed or not isinstance(value, allowed[key]):
             raise ValueError(f"{path}: unknown key or wrong type: {key!r}")
         changes[key] = tuple(value) if key == "watch_log" else value
-    if changes.get("interval", 1) <= 0:
-        raise ValueError(f"{path}: interval must be > 0")
+    if changes.get("interval", MIN_INTERVAL_S) < MIN_INTERVAL_S:
+        raise ValueError(f"{path}: interval must be at least {MIN_INTERVAL_S:g} s")
     return replace(base, **changes)
 
 

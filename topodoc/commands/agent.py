@@ -42,17 +42,20 @@ Example:
 def command(source, interval, budget, listen, watch_log, textfile, events_file, replay_events, config_file,
             cycles) -> None:
     """Run topodoc on this node continuously: findings, hardware events and NCCL logs for Prometheus."""
-    from topodoc.agent.runner import Agent, AgentConfig, load_config_file
+    from topodoc.agent.runner import MIN_INTERVAL_S, Agent, AgentConfig, load_config_file
     from topodoc.probe.source import SourceError
 
-    if interval <= 0 or (budget is not None and budget <= 0):
-        _fail("--interval and --budget must be > 0")
+    if not interval >= MIN_INTERVAL_S:  # also NaN
+        _fail(f"--interval must be at least {MIN_INTERVAL_S:g} s (got {interval:g})")
+    if budget is not None and not budget > 0:
+        _fail("--budget must be > 0")
     config = AgentConfig(source=source, interval=interval, budget=budget, listen=_listen(listen),
                          watch_log=tuple(watch_log), textfile=textfile, events_file=events_file,
                          replay_events=replay_events, live_events=source in (None, "live"), cycles=cycles,
                          config_file=config_file)
     try:
         if config_file:
+            _regular_file("--config", config_file)
             config = load_config_file(config_file, config)
         _check_paths(config)
         agent = Agent(config)
@@ -95,8 +98,26 @@ def _check_paths(config) -> None:
 
     if config.textfile and not os.path.isdir(config.textfile):
         raise ValueError(f"--textfile: no such directory: {config.textfile}")
-    if config.replay_events and not os.path.isfile(config.replay_events):
-        raise ValueError(f"--replay-events: no such file: {config.replay_events}")
+    if config.replay_events:
+        _regular_file("--replay-events", config.replay_events)
+
+
+def _regular_file(option: str, path: str) -> None:
+    """A regular file, or one line that says what the path is instead (a FIFO or a device would block
+    or never end)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        reason = err.strerror.lower() if err.strerror else "cannot read"
+        raise ValueError(f"{option}: {reason}: {path}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise ValueError(f"{option}: {path} is {kind}, not a regular file")
 
 
 def _install_signals(agent) -> None:

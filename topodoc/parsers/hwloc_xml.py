@@ -34,12 +34,14 @@ _GPU_OS = regex.compile(r"^(?:nvml|cuda|opencl\d+d)(?P<i>\d+)$")
 def parse(text: str, source: str = "hwloc") -> Snapshot:
     if len(text) > MAX_CHARS:
         raise HwlocParseError("larger than 64 MiB")
-    if "<!ENTITY" in text:
-        raise HwlocParseError("XML with entity declarations is not read")
+    from topodoc.parsers.xmlcut import XmlError, parse_prefix
+
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise HwlocParseError(f"broken XML: {err}") from err
+        root, cut = parse_prefix(text)
+    except XmlError as err:
+        raise HwlocParseError(str(err)) from err
+    if cut:
+        raise HwlocParseError(f"broken XML: {cut}")
     if root.tag != "topology":
         raise HwlocParseError(f"root element is <{root.tag}>, not <topology>")
     state = _State()

@@ -29,6 +29,7 @@ import json
 import re
 from itertools import count
 
+from topodoc import jsontext
 from topodoc.probe import pcicfg
 from topodoc.probe.archive import Members
 
@@ -198,7 +199,7 @@ def _hostnames(members: Members) -> set[str]:
 
 def _serials(members: Members) -> set[str]:
     try:
-        tape = json.loads(members.files.get("nvml.json", b"{}"))
+        tape = jsontext.loads(members.files.get("nvml.json", b"{}"))
     except ValueError:
         return set()
     return {
@@ -230,7 +231,7 @@ def _redact_structure(members: Members, redactor: Redactor) -> None:
         members.files[CMDLINE] = redact_cmdline(text).encode("utf-8")
     if "nvml.json" in members.files:
         try:
-            tape = json.loads(members.files["nvml.json"])
+            tape = jsontext.loads(members.files["nvml.json"])
         except ValueError:
             tape = None
         if isinstance(tape, dict):
@@ -240,7 +241,7 @@ def _redact_structure(members: Members, redactor: Redactor) -> None:
             members.files["nvml.json"] = json.dumps(tape, indent=1, sort_keys=True).encode()
     if "meta.json" in members.files:
         try:
-            meta = json.loads(members.files["meta.json"])
+            meta = jsontext.loads(members.files["meta.json"])
         except ValueError:
             meta = None
         if isinstance(meta, dict) and isinstance(meta.get("name"), str):

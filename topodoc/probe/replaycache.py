@@ -37,7 +37,7 @@ import stat
 import sys
 import time
 
-from topodoc import __version__, usercache
+from topodoc import __version__, jsontext, usercache
 
 FORMAT = 1
 MARKER = "COMPLETE"
@@ -140,7 +140,7 @@ def _marker(entry: str, digest: str) -> dict | None:
     """The entry's marker when it is complete and names ``digest``, else None."""
     raw = _read_small(os.path.join(entry, MARKER), MAX_MARKER)
     try:
-        marker = json.loads(raw) if raw is not None else None
+        marker = jsontext.loads(raw) if raw is not None else None
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(marker, dict) or marker.get("format") != FORMAT or marker.get("digest") != digest:
@@ -407,7 +407,7 @@ def read_snapshot(entry: str) -> tuple[dict, str | None] | None:
     the code on disk now, else None."""
     raw = _read_small(os.path.join(entry, SNAPSHOT), MAX_SNAPSHOT)
     try:
-        stored = json.loads(raw) if raw is not None else None
+        stored = jsontext.loads(raw) if raw is not None else None
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT:
