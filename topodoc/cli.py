@@ -90,7 +90,9 @@ def internal_error(err: BaseException) -> NoReturn:
 
 
 def _stop(message: str, code: int) -> NoReturn:
-    click.echo(message, err=True)
+    from topodoc.report.safe import visible  # an error may quote input: no terminal controls from it
+
+    click.echo(visible(message), err=True)
     sys.exit(code)
 
 
