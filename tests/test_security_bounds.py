@@ -90,6 +90,9 @@ REVIEWED_RANGES = {
     ("topodoc/commands/bandwidth.py", "range(tp)"): "tp checked <= the machine's GPU count first",
     ("topodoc/commands/nccltests.py", "range(len(words))"): "len of a list",
     ("topodoc/parsers/xmlcut.py", "range(0, len(text), _CHUNK)"): "len of a string",
+    ("topodoc/report/safe.py", "_UNSAFE = [c for c in range(0x20)"): "constant code points",
+    ("topodoc/report/safe.py", "range(0x202A, 0x202F)"): "constant code points",
+    ("topodoc/report/safe.py", "range(0x2066, 0x206A)"): "constant code points",
 }
 BOUNDED_MODULES = {"topodoc/cpuset.py", "topodoc/numbers.py"}
 
