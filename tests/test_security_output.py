@@ -106,3 +106,14 @@ def test_every_human_renderer_goes_through_visible():
             if not hasattr(func, "__wrapped__"):
                 missing.append(f"{module.__name__}.{name}")
     assert not missing, missing
+
+
+def test_error_lines_quoting_input_are_escaped(tmp_path):
+    evil = tmp_path / "x\x1b]0;pwned\x07.txt"
+    evil.write_bytes(b"\x00" * 10)
+    for args in (("topo", str(evil)), ("logs", str(tmp_path / "none\x1b]52;c;eA==\x07.log")),
+                 ("nccltests", str(evil))):
+        result = run_cli(*args)
+        assert result.returncode == 2, result
+        assert "\\x1b]" in result.stderr, result.stderr
+        _clean(result.stderr)

@@ -17,6 +17,7 @@ from typing import NoReturn
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -72,15 +73,15 @@ def command(source, interval, budget, listen, watch_log, textfile, events_file, 
             _fail(f"--listen {config.listen[0]}:{config.listen[1]}: {err.strerror or err}")
         host, port = agent.http.address
         where = f"http://{host}:{port}"
-    click.echo(f"topodoc agent: {agent.prober.source}, every {config.interval:g}s, listening on {where}",
-               err=True)
+    started = f"topodoc agent: {agent.prober.source}, every {config.interval:g}s, listening on {where}"
+    click.echo(visible(started), err=True)
     for check, reason in agent.disabled:
-        click.echo(f"topodoc agent: disabled: {check}: {reason}", err=True)
+        click.echo(visible(f"topodoc agent: disabled: {check}: {reason}"), err=True)
     sys.exit(agent.run())
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"topodoc agent: {message}", err=True)
+    click.echo(visible(f"topodoc agent: {message}"), err=True)
     sys.exit(EXIT_ERROR)
 
 

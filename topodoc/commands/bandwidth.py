@@ -7,6 +7,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -35,7 +36,7 @@ def command(source: str | None, nodes: int, as_json: bool) -> None:
 
 
 def fail(message: str) -> None:
-    click.echo(f"topodoc bandwidth: {message}", err=True)
+    click.echo(visible(f"topodoc bandwidth: {message}"), err=True)
     sys.exit(EXIT_ERROR)
 
 
