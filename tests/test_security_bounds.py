@@ -276,3 +276,34 @@ def test_the_widest_matrix_read_stays_bounded(tmp_path):
         result = run_bounded(command, str(paste))
         _small(result)
         assert result.returncode in (0, 1), result
+
+
+TEXT_CASES = Path(__file__).resolve().parent.parent / "fixtures" / "text"
+
+
+def _amplified(case: str, size: int = 900_000) -> str:
+    """A real paste repeated up to ``size`` bytes, each copy's PCI domain, mlx5 and GPU names its own, so
+    every copy is one more device (the way the audit grew inputs)."""
+    base = (TEXT_CASES / case).read_text()
+    out, k = [], 0
+    while sum(map(len, out)) < size:
+        text = re.sub(r"\b(?:[0-9a-f]{4}:)?([0-9a-f]{2}):([0-9a-f]{2})\.(\d)",
+                      lambda m, k=k: f"{k % 65536:04x}:{m[1]}:{m[2]}.{m[3]}", base)
+        out.append(re.sub(r"mlx5_(\d+)", lambda m, k=k: f"mlx5_{k}{m[1]}", text))
+        k += 1
+    return "".join(out)[: size + 100_000]
+
+
+@pytest.mark.parametrize("case, what", [
+    ("lspci/a100-endpoint-vvv-cut.txt", "GPUs"),           # 705 GPUs: > 30 s (cubic NVLink relays)
+    ("nvidia-smi-q/gpu-lost-handle.txt", "GPUs"),          # 8,108 lost GPUs: > 30 s (quadratic merge)
+    ("ibdev2netdev/h100-cx7-cx6.txt", "network devices"),  # 19,814 NICs: 503 MB (NIC pairs)
+])
+def test_more_devices_than_a_machine_has_is_one_line(tmp_path, case, what):
+    paste = tmp_path / "big.txt"
+    paste.write_text(_amplified(case))
+    assert paste.stat().st_size < 1 << 20
+    result = run_bounded("diagnose", str(paste))
+    _small(result)
+    assert result.returncode == 2 and what in result.stderr and "more than any machine has" in result.stderr
+    assert result.stderr.strip().count("\n") == 0, result.stderr

@@ -60,6 +60,10 @@ class LazyGroup(click.Group):
         except BrokenPipeError:
             _output_closed()
         except Exception as err:
+            from topodoc.numbers import LimitError
+
+            if isinstance(err, LimitError):  # a bound on input, reached: the input's fault, not a bug
+                _stop(f"topodoc {ctx.invoked_subcommand or ''}: {err}".replace(" :", ":"), EXIT_ERROR)
             internal_error(err)
         finally:
             _timing(ctx, started)
