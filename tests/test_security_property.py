@@ -1,11 +1,11 @@
 """Every reader and every command on small hostile inputs (issue 22): no input under 1 MB may take more
 than 200 MB or 10 s, and each ends with an exit code and at most a clear line, never a traceback.
 
-A seeded generator draws one batch of hostile documents (the same batch every run, two of each kind)
+A seeded generator draws one batch of hostile documents (the same batch every run, three of each kind)
 from building blocks that broke readers before: CPU lists and numbers beyond any machine, 1,000-deep XML
-and JSON, binary bytes, over-long lines, huge counts in NCCL logs and nccl-tests tables, terminal escapes.
-Each is written under 1 MB and given to every command that reads a file; the recorded-machine commands get
-the audit's bomb recordings. All of it runs under one subprocess (``tests/hostile_driver.py``) with
+and JSON, binary bytes, over-long lines, huge counts in NCCL logs and nccl-tests tables, real pastes
+repeated into hundreds of devices. Each is written under 1 MB and given to every command that reads a
+file; the recorded-machine commands get the audit's bomb recordings. All of it runs under one subprocess (``tests/hostile_driver.py``) with
 ``RLIMIT_AS`` = 512 MB, each command line in its own forked child, timed, its peak RSS its own.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bounded import HOSTS, rewrite_recording
 from test_security_archive import seesaw
-from test_security_bounds import _bomb_cells
+from test_security_bounds import TEXT_CASES, _amplified, _bomb_cells
 
 LIMIT_MB, PEAK_MB, CASE_S, MAX_INPUT = 512, 200, 10.0, 1 << 20
 HERE = Path(__file__).resolve().parent
@@ -67,7 +67,8 @@ def _nccl_tests(number: str, repeat: int) -> str:
     return head + row * repeat + f"# Avg bus bandwidth    : {number}\n"
 
 
-KINDS = ("topo", "xml", "json", "bytes", "line", "nccl", "nccltests")
+KINDS = ("topo", "xml", "json", "bytes", "line", "nccl", "nccltests", "amplified")
+PASTES = sorted(str(p.relative_to(TEXT_CASES)) for p in TEXT_CASES.glob("*/*.txt"))
 
 
 def hostile(rng: random.Random, kind: str) -> bytes:
@@ -86,6 +87,8 @@ def hostile(rng: random.Random, kind: str) -> bytes:
         text = "NCCL INFO " + "x" * rng.randint(70_000, MAX_INPUT - 100) + "\n"
     elif kind == "nccl":
         text = _nccl(number, rng.randint(1, 200))
+    elif kind == "amplified":  # a real paste repeated, one more device per copy
+        text = _amplified(rng.choice(PASTES), rng.randint(10_000, MAX_INPUT - 120_000))
     else:
         text = _nccl_tests(number, rng.randint(1, 200))
     data = text.encode("utf-16") if rng.random() < 0.3 else text.encode("utf-8", "surrogatepass")
@@ -118,7 +121,7 @@ def _run_driver(cases: list[list[str]], tmp: Path) -> list[dict]:
     return rows
 
 
-SEED, PER_KIND = 22, 2
+SEED, PER_KIND = 22, 3
 
 
 def test_every_reader_and_command_stays_small_on_hostile_input(tmp_path):
