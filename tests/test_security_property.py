@@ -5,8 +5,9 @@ A seeded generator draws one batch of hostile documents (the same batch every ru
 from building blocks that broke readers before: CPU lists and numbers beyond any machine, 1,000-deep XML
 and JSON, binary bytes, over-long lines, huge counts in NCCL logs and nccl-tests tables, real pastes
 repeated into hundreds of devices. Each is written under 1 MB and given to every command that reads a
-file; the recorded-machine commands get the audit's bomb recordings. All of it runs under one subprocess (``tests/hostile_driver.py``) with
-``RLIMIT_AS`` = 512 MB, each command line in its own forked child, timed, its peak RSS its own.
+file; the recorded-machine commands get the audit's bomb recordings. All of it runs under one subprocess
+(``tests/hostile_driver.py``) with ``RLIMIT_AS`` = 512 MB, each command line in its own forked child,
+timed, its peak RSS its own.
 """
 
 from __future__ import annotations
