@@ -271,11 +271,16 @@ def test_a_matrix_wider_than_any_machine_is_refused(tmp_path):
 
 def test_the_widest_matrix_read_stays_bounded(tmp_path):
     paste = tmp_path / "wide.txt"
-    paste.write_text(_wide(256, 256))
+    paste.write_text(_wide(128, 128))  # the most GPUs derive takes (topology.derive.MAX_GPUS)
     for command in ("topo", "diagnose"):
         result = run_bounded(command, str(paste))
         _small(result)
         assert result.returncode in (0, 1), result
+    paste.write_text(_wide(256, 256))  # the widest matrix smi_topo reads: topo shows it, diagnose declines
+    assert run_bounded("topo", str(paste)).returncode in (0, 1)
+    result = run_bounded("diagnose", str(paste))
+    _small(result)
+    assert result.returncode == 2 and "more than any machine has" in result.stderr, result
 
 
 TEXT_CASES = Path(__file__).resolve().parent.parent / "fixtures" / "text"
