@@ -71,16 +71,32 @@ def test_folders_are_private(tmp_path):
         assert folder.stat().st_mode & 0o777 == 0o700
 
 
+def read_stored(path: Path) -> tuple[dict, dict]:
+    """snapshot.json: (header line, Snapshot data)."""
+    head, _, body = path.read_bytes().partition(b"\n")
+    return json.loads(head), json.loads(body)
+
+
+def write_stored(path: Path, head: dict, data: dict) -> None:
+    """Write snapshot.json as topodoc does, the digest in the header recomputed."""
+    import hashlib
+
+    body = json.dumps(data).encode()
+    path.write_bytes(json.dumps({**head, "sha256": hashlib.sha256(body).hexdigest()}).encode() + b"\n" + body)
+
+
 def _damage_marker(entry: Path) -> None:
     (entry / replaycache.MARKER).unlink()
 
 
 def _damage_file(entry: Path) -> None:
     meta = entry / replaycache.TREE / "meta.json"
+    meta.chmod(0o644)  # the cached tree is read-only
     meta.write_bytes(meta.read_bytes()[:10])  # cut short, as a crash before the data reached the disk
 
 
 def _damage_tree(entry: Path) -> None:
+    replaycache._unseal(str(entry / replaycache.TREE))
     shutil.rmtree(entry / replaycache.TREE / "fs" / "proc", ignore_errors=True)
 
 
@@ -111,16 +127,16 @@ def test_a_bad_or_stale_snapshot_is_ignored_and_replaced(tmp_path, content):
     stored = entry_of(cache, SMALL) / replaycache.SNAPSHOT
     stored.write_bytes(content)
     assert topodoc(cache, "probe", "--from", str(SMALL), "--json").stdout == want
-    assert json.loads(stored.read_bytes())["code"] != "x"  # collected again and stored again
+    assert read_stored(stored)[0]["code"] != "x"  # collected again and stored again
 
 
 def test_a_warm_run_reads_the_stored_snapshot_instead_of_replaying(tmp_path):
     cache = tmp_path / "c"
     topodoc(cache, "probe", "--from", str(SMALL))
     stored = entry_of(cache, SMALL) / replaycache.SNAPSHOT
-    data = json.loads(stored.read_text())
-    data["snapshot"]["host"]["hostname"] = "from-the-cache"  # same code: the stored Snapshot is trusted
-    stored.write_text(json.dumps(data))
+    head, data = read_stored(stored)
+    data["host"]["hostname"] = "from-the-cache"  # same code, digest rewritten: the stored Snapshot is used
+    write_stored(stored, head, data)
     assert json.loads(topodoc(cache, "probe", "--from", str(SMALL), "--json").stdout)["host"]["hostname"] \
         == "from-the-cache"
 
@@ -129,10 +145,10 @@ def test_a_snapshot_from_other_code_is_not_used(tmp_path):
     cache = tmp_path / "c"
     topodoc(cache, "probe", "--from", str(SMALL))
     stored = entry_of(cache, SMALL) / replaycache.SNAPSHOT
-    data = json.loads(stored.read_text())
-    data["snapshot"]["host"]["hostname"] = "not-what-collect-says"
-    data["code_files"] = data["code_files"][:-1]  # as if another version of topodoc had collected it
-    stored.write_text(json.dumps(data))
+    head, data = read_stored(stored)
+    data["host"]["hostname"] = "not-what-collect-says"
+    head["code_files"] = head["code_files"][:-1]  # as if another version of topodoc had collected it
+    write_stored(stored, head, data)
     out = topodoc(cache, "probe", "--from", str(SMALL), "--json").stdout
     assert "not-what-collect-says" not in out
 

@@ -64,6 +64,10 @@ class LazyGroup(click.Group):
 
             if isinstance(err, XidPolicyError):  # the operator's file, not a bug: say what is wrong with it
                 _stop(f"topodoc: {err}", EXIT_ERROR)
+            from topodoc.numbers import LimitError
+
+            if isinstance(err, LimitError):  # a bound on input, reached: the input's fault, not a bug
+                _stop(f"topodoc {ctx.invoked_subcommand or ''}: {err}".replace(" :", ":"), EXIT_ERROR)
             internal_error(err)
         finally:
             _timing(ctx, started)
@@ -94,7 +98,9 @@ def internal_error(err: BaseException) -> NoReturn:
 
 
 def _stop(message: str, code: int) -> NoReturn:
-    click.echo(message, err=True)
+    from topodoc.report.safe import visible  # an error may quote input: no terminal controls from it
+
+    click.echo(visible(message), err=True)
     sys.exit(code)
 
 

@@ -20,6 +20,8 @@ from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from topodoc import jsontext
+
 if TYPE_CHECKING:
     from topodoc import model
 
@@ -65,7 +67,7 @@ def dump(snapshot: model.Snapshot, indent: int | None = 2) -> str:
 
 def load(text: str) -> model.Snapshot:
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except json.JSONDecodeError as err:
         raise CodecError(f"not JSON: {err}") from err
     return snapshot_from_data(data)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 MAX_CPU = 1 << 20  # CPU numbers must be below this (the kernel's NR_CPUS is at most 8192)
 WORD_BITS = 64
-_NUMBER = re.compile(r"[0-9]{1,12}")  # ASCII digits only, and short: int() never sees a huge string
+_NUMBER = re.compile(r"[0-9]{1,12}")
+_HEX = re.compile(r"[0-9a-fA-F]+")  # ASCII digits only, and short: int() never sees a huge string
 
 
 class CpuSetError(ValueError):
@@ -74,6 +75,19 @@ class CpuSet:
         return cls._merged(ranges)
 
     @classmethod
+    def from_hex(cls, text: str) -> CpuSet:
+        """A hex bitmap, most significant word first, words joined by commas, each maybe ``0x``-led:
+        the kernel's ``cpumap`` (``"ffffffff,00000000"``), NCCL's ``affinity``, hwloc's ``cpuset``
+        (``"0x0000ffff,0xffffffff"``). The digits are read as one number, as those writers pad every word
+        but the first."""
+        digits = text.strip().replace("0x", "").replace("0X", "").replace(",", "")
+        if not digits or len(digits) > MAX_CPU // 4 or not _HEX.fullmatch(digits):
+            raise CpuSetError(f"not a hex CPU mask: {_short(text)!r}")
+        value = int(digits, 16)
+        words = (value >> (WORD_BITS * k) & ((1 << WORD_BITS) - 1) for k in range(_words(value.bit_length())))
+        return cls.from_mask_words(words)
+
+    @classmethod
     def _merged(cls, ranges: list[tuple[int, int]]) -> CpuSet:
         merged: list[tuple[int, int]] = []
         for first, last in sorted(ranges):
@@ -126,6 +140,16 @@ class CpuSet:
         """The kernel's own spelling: ``"0-3,8"``; empty for no CPU."""
         return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in self.ranges)
 
+    def hex_words(self, bits: int = 32) -> str:
+        """The bitmap as ``bits``-bit hex words, most significant first, comma-joined (NCCL's topology
+        ``affinity``): ``"00000000"`` for no CPU. Built from the ranges, one shift per range."""
+        value = 0
+        for first, last in self.ranges:
+            value |= ((1 << (last - first + 1)) - 1) << first
+        count = max(1, -(-value.bit_length() // bits))
+        width, mask = bits // 4, (1 << bits) - 1
+        return ",".join(f"{value >> (bits * i) & mask:0{width}x}" for i in reversed(range(count)))
+
     def __str__(self) -> str:
         return self.format()
 
@@ -138,6 +162,10 @@ def _cpu(text: str, item: str) -> int:
     if value >= MAX_CPU:
         raise CpuSetError(f"CPU {value} is beyond any machine (at most {MAX_CPU - 1})")
     return value
+
+
+def _words(bit_length: int) -> int:
+    return -(-bit_length // WORD_BITS)
 
 
 def _bit_runs(word: int) -> list[tuple[int, int]]:

@@ -229,10 +229,13 @@ def _topology(snapshot):
     """The derived topology, or None and an internal-error result when derivation fails."""
     if snapshot is None:
         return None, None
+    from topodoc.numbers import LimitError
     from topodoc.topology import derive
 
     try:
         return derive(snapshot), None
+    except LimitError:
+        raise  # the input names more than any machine has: one line, exit 2 (cli.py)
     except Exception as err:  # a derivation bug must not hide the rules that need only the snapshot
         return None, InternalError("topology", f"{type(err).__name__}: {err}")
 

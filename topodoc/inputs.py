@@ -7,6 +7,8 @@
   UTF-8 with or without a BOM; invalid bytes become U+FFFD; CRLF and lone CR end lines;
 - reads are streamed, line by line, and capped at :data:`MAX_BYTES` (after decompression) and
   :data:`MAX_LINES`: ``/dev/zero``, an endless pipe or a gzip bomb stop there, and ``truncated`` says so;
+- an input whose characters are more than 10% undecodable (past the first 4,096 such) is binary, an
+  :class:`InputError`, found within its first few hundred KB: ``/dev/urandom`` is never held;
 - a line longer than :data:`MAX_LINE` characters is read past, never held, and left blank (its line
   number kept, so evidence line numbers stay right) and listed in ``long_lines``: no parser sees it, and
   the caller reports it (:meth:`TextInput.notes`).
@@ -30,6 +32,7 @@ MAX_BYTES = 32 * 2**20  # a topology paste or an nccl-tests output is a few hund
 MAX_LINES = 100_000  # an nccl-tests run of ~300 ranks with NCCL INFO lines mixed in fits
 MAX_LINE = 64 * 2**10  # characters; the widest real matrix row (76 NICs) is under 1,000
 _CHUNK = 2**16
+BINARY_MIN_BAD = 4096  # undecodable characters before a mostly-undecodable input is refused as binary
 
 # CSI (colours, cursor moves), OSC (titles, links) ended by BEL or ST, a stray ESC, and a colour code whose
 # ESC byte a paste lost (``[4m``, ``[0;32m``). Every repetition is bounded and possessive: linear time.
@@ -82,6 +85,8 @@ def read_text(
         with _opened(source) as raw:
             capped = _Capped(_maybe_gunzip(raw, source), max_bytes)
             text, long_lines, line_cap = _read_all(_text_stream(capped), max_lines, max_line)
+    except _Binary as err:
+        raise InputError(f"{name}: {err}") from None
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise InputError(f"cannot read {name}: {' '.join(reason.split())[:200]}") from err
@@ -108,6 +113,10 @@ def _maybe_gunzip(raw: BinaryIO, source: str) -> BinaryIO:
     if magic == b"\x1f\x8b" or source.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
+
+
+class _Binary(ValueError):
+    pass
 
 
 class _Capped(io.RawIOBase):
@@ -142,10 +151,13 @@ def _read_all(text: io.TextIOWrapper, max_lines: int, max_line: int) -> tuple[st
     holds an over-long line, and whatever follows it, is read line by line."""
     parts: list[str] = []
     count, carry = 0, ""
+    chars = bad = 0
     while True:
         piece = text.read(_PIECE)
         if not piece:
             break
+        chars, bad = chars + len(piece), bad + piece.count("\ufffd")
+        _refuse_binary(chars, bad)
         piece = carry + piece
         cut = piece.rfind("\n") + 1
         carry = piece[cut:]
@@ -192,10 +204,13 @@ def _read_lines(text: io.TextIOWrapper, max_lines: int, max_line: int):
     """Lines (over-long ones blanked, their number and length kept), and whether ``max_lines`` stopped us."""
     lines: list[str] = []
     long_lines: list[tuple[int, int]] = []
+    chars = bad = 0
     while len(lines) < max_lines:
         piece = text.readline(max_line + 1)
         if not piece:
             return lines, long_lines, False
+        chars, bad = chars + len(piece), bad + piece.count("\ufffd")
+        _refuse_binary(chars, bad)
         if len(piece) > max_line and not piece.endswith("\n"):
             length = len(piece) + _skip_line(text)
             long_lines.append((len(lines) + 1, length))
@@ -248,3 +263,10 @@ def strip_ansi(text: str) -> str:
 
         _ansi = regex.compile(_ANSI_PATTERN)
     return _ansi.sub("", text)
+
+
+def _refuse_binary(chars: int, bad: int) -> None:
+    """More than :data:`BINARY_MIN_BAD` undecodable characters, and over 10% of what was read: binary."""
+    if bad > BINARY_MIN_BAD and bad * 10 > chars:
+        raise _Binary(f"binary data, not text: {bad} of the first {chars} characters are not "
+                      "UTF-8 or UTF-16 (a device like /dev/urandom, or a compressed or binary file)")

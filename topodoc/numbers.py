@@ -8,17 +8,41 @@ from __future__ import annotations
 
 import math
 
-import regex
-
 MAX_DIGITS = 40  # far above any count, size or bus number a tool prints; far below int()'s limit
-_INT = regex.compile(rf"[+-]?+[0-9]{{1,{MAX_DIGITS}}}+")
+_INT_PATTERN = rf"[+-]?+[0-9]{{1,{MAX_DIGITS}}}+"
+_int = None  # compiled on first use: importing this module (derive does) loads no ``regex``
 _MAX_FLOAT_TEXT = 64
+
+
+class LimitError(ValueError):
+    """An input describes more of something than any machine has (GPUs, NICs, devices in a matrix): work
+    quadratic or worse in it would take minutes and gigabytes. The CLI prints the message as one line,
+    exit 2 (an input error, not a bug)."""
+
+
+def check_count(what: str, count: int, maximum: int) -> None:
+    """``count`` of ``what`` at most ``maximum``, else :class:`LimitError`."""
+    if count > maximum:
+        raise LimitError(f"{count} {what}: more than any machine has (at most {maximum} are read)")
 
 
 def to_int(text: str) -> int | None:
     """``"42"``, ``"-3"`` -> int; anything else (words, floats, over MAX_DIGITS digits) -> None."""
+    global _int
+    if _int is None:
+        import regex
+
+        _int = regex.compile(_INT_PATTERN)
     text = text.strip()
-    return int(text) if _INT.fullmatch(text) else None
+    return int(text) if _int.fullmatch(text) else None
+
+
+def to_count(text: str | None, maximum: int) -> int | None:
+    """A count or size something will loop over or allocate: ``0..maximum``, else None. Every count
+    read from input text that sizes a loop goes through here (or :mod:`topodoc.cpuset` for CPUs), so a
+    few bytes of input never ask for a billion iterations."""
+    value = to_int(text) if isinstance(text, str) else None
+    return value if value is not None and 0 <= value <= maximum else None
 
 
 def to_float(text: str) -> float | None:

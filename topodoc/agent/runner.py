@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from topodoc import __version__
+from topodoc import __version__, jsontext
 from topodoc.agent.cycle import CycleResult, Prober
 from topodoc.agent.events import AgentEvent, EventLog, from_kernel, from_udev
 from topodoc.agent.logtail import LogWatcher
@@ -78,10 +78,13 @@ class View:
     log_reports: dict = field(default_factory=dict)
 
 
+MAX_CONFIG_CHARS = 1 << 20  # a config is a few lines; more is cut, and fails to parse
+
+
 def load_config_file(path: str, base: AgentConfig) -> AgentConfig:
     """``--config FILE``: JSON with any of interval, budget, watch_log, textfile, events_file."""
     with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+        data = jsontext.loads(handle.read(MAX_CONFIG_CHARS + 1))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     allowed = {"interval": (int, float), "budget": (int, float), "watch_log": list, "textfile": str,

@@ -30,6 +30,8 @@ import select
 import time
 from dataclasses import dataclass
 
+from topodoc import jsontext
+
 MAX_KMSG_RECORD = 8192
 MAX_REPLAY_EVENTS = 100_000
 MAX_REPLAY_LINE = 65_536  # a longer line is cut, fails to parse, and the run stops with exit 2
@@ -179,7 +181,7 @@ def _read_replay(path: str) -> list[tuple[float, dict]]:
             if len(out) >= MAX_REPLAY_EVENTS:
                 raise ValueError(f"{path}: more than {MAX_REPLAY_EVENTS} events")
             try:
-                item = json.loads(text)
+                item = jsontext.loads(text)
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{lineno}: not JSON: {err.msg}") from err
             if not isinstance(item, dict) or item.get("source") not in ("udev", "kmsg"):

@@ -21,6 +21,7 @@ from typing import NoReturn
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -59,9 +60,9 @@ def command(source, interval, budget, listen, auth_token_file, redact, watch_log
     from topodoc.agent.runner import MIN_INTERVAL, Agent, AgentConfig, load_config_file
     from topodoc.probe.source import SourceError
 
-    if interval < MIN_INTERVAL:
+    if not interval >= MIN_INTERVAL:  # also NaN
         _fail(f"--interval must be at least {MIN_INTERVAL:g} s, got {interval:g}")
-    if budget is not None and budget <= 0:
+    if budget is not None and not budget > 0:
         _fail("--budget must be > 0")
     config = AgentConfig(source=source, interval=interval, budget=budget, listen=_listen(listen),
                          watch_log=tuple(watch_log), textfile=textfile, events_file=events_file,
@@ -73,6 +74,7 @@ def command(source, interval, budget, listen, auth_token_file, redact, watch_log
               "/findings /events /snapshot will require; docs/AGENT.md)")
     try:
         if config_file:
+            _regular_file("--config", config_file)
             config = load_config_file(config_file, config)
         _check_paths(config)
         agent = Agent(config)
@@ -89,15 +91,15 @@ def command(source, interval, budget, listen, auth_token_file, redact, watch_log
             _fail(f"--listen {config.listen[0]}:{config.listen[1]}: {err.strerror or err}")
         host, port = agent.http.address
         where = f"http://{host}:{port}"
-    click.echo(f"topodoc agent: {agent.prober.source}, every {config.interval:g}s, listening on {where}",
-               err=True)
+    started = f"topodoc agent: {agent.prober.source}, every {config.interval:g}s, listening on {where}"
+    click.echo(visible(started), err=True)
     for check, reason in agent.disabled:
-        click.echo(f"topodoc agent: disabled: {check}: {reason}", err=True)
+        click.echo(visible(f"topodoc agent: disabled: {check}: {reason}"), err=True)
     sys.exit(agent.run())
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"topodoc agent: {message}", err=True)
+    click.echo(visible(f"topodoc agent: {message}"), err=True)
     sys.exit(EXIT_ERROR)
 
 
@@ -127,8 +129,26 @@ def _check_paths(config) -> None:
 
     if config.textfile and not os.path.isdir(config.textfile):
         raise ValueError(f"--textfile: no such directory: {config.textfile}")
-    if config.replay_events and not os.path.isfile(config.replay_events):
-        raise ValueError(f"--replay-events: no such file: {config.replay_events}")
+    if config.replay_events:
+        _regular_file("--replay-events", config.replay_events)
+
+
+def _regular_file(option: str, path: str) -> None:
+    """A regular file, or one line that says what the path is instead (a FIFO or a device would block
+    or never end)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        reason = err.strerror.lower() if err.strerror else "cannot read"
+        raise ValueError(f"{option}: {reason}: {path}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise ValueError(f"{option}: {path} is {kind}, not a regular file")
 
 
 def _install_signals(agent) -> None:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -35,7 +36,7 @@ def command(source: str | None, nodes: int, as_json: bool) -> None:
 
 
 def fail(message: str) -> None:
-    click.echo(f"topodoc bandwidth: {message}", err=True)
+    click.echo(visible(f"topodoc bandwidth: {message}"), err=True)
     sys.exit(EXIT_ERROR)
 
 
@@ -69,10 +70,10 @@ def tp_bandwidth_from_source(source: str | None, tp: int) -> tuple[float, str]:
     from topodoc.bandwidth.model import best_ring
 
     bw_model = model_from_source(source)
-    names = [f"GPU{i}" for i in range(tp)]
     weights = {frozenset((p.a, p.b)): p.nccl_gbps or 0.0 for p in bw_model.pairs}
     if bw_model.gpus < tp or not weights:
         raise ValueError(f"{source or 'this machine'} has {bw_model.gpus} GPUs, fewer than --tp {tp}")
+    names = [f"GPU{i}" for i in range(tp)]  # tp is at most the machine's GPU count (checked above)
     _order, gbps = best_ring(names, weights)
     if not gbps:
         raise ValueError("the bandwidth between these GPUs could not be derived; pass --bandwidth")

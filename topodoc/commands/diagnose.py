@@ -88,7 +88,9 @@ def _nothing():
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"topodoc diagnose: {message}", err=True)
+    from topodoc.report.safe import visible
+
+    click.echo(f"topodoc diagnose: {visible(message)}", err=True)
     sys.exit(EXIT_ERROR)
 
 

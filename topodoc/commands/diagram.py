@@ -13,6 +13,7 @@ from typing import NoReturn
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -61,5 +62,5 @@ def _write(text: str, output: str | None) -> None:
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"topodoc diagram: {message}", err=True)
+    click.echo(visible(f"topodoc diagram: {message}"), err=True)
     sys.exit(EXIT_ERROR)

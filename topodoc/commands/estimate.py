@@ -7,6 +7,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -40,7 +41,7 @@ def tp(layers, hidden, seq, micro_batch, dtype, tp, compute_time, bandwidth, sou
         bw, origin = _bandwidth(bandwidth, source, tp)
         est = estimate_tp(job, parse_range(compute_time), bw, origin)
     except (EstimateError, LookupError, OSError, ValueError) as err:
-        click.echo(f"topodoc estimate tp: {err}", err=True)
+        click.echo(visible(f"topodoc estimate tp: {err}"), err=True)
         sys.exit(EXIT_ERROR)
     _emit(est, as_json)
 

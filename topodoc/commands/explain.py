@@ -7,6 +7,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -24,7 +25,7 @@ def command(rule_id: str) -> None:
         item = get(rule_id)
         text = read_doc(item)
     except (UnknownRule, OSError) as err:
-        click.echo(f"topodoc explain: {err}", err=True)
+        click.echo(visible(f"topodoc explain: {err}"), err=True)
         sys.exit(EXIT_ERROR)
     click.echo(
         f"severity: {item.severity.value} · tags: {', '.join(item.tags)} · needs: {', '.join(item.needs)}\n"

@@ -11,6 +11,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -35,7 +36,7 @@ def command(what: str, source: str | None, output: str, pci_only: bool) -> None:
     try:
         snapshot = load_snapshot(source)
     except SourceError as err:
-        click.echo(f"topodoc export: {err}", err=True)
+        click.echo(visible(f"topodoc export: {err}"), err=True)
         sys.exit(EXIT_ERROR)
     if not snapshot.pci:
         click.echo("topodoc export: the machine has no PCI devices to describe", err=True)
@@ -48,5 +49,5 @@ def command(what: str, source: str | None, output: str, pci_only: bool) -> None:
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)
     except OSError as err:
-        click.echo(f"topodoc export: cannot write {output}: {err.strerror or err}", err=True)
+        click.echo(visible(f"topodoc export: cannot write {output}: {err.strerror or err}"), err=True)
         sys.exit(EXIT_ERROR)

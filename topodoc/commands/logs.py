@@ -7,6 +7,7 @@ import sys
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -33,7 +34,7 @@ def command(paths: tuple[str, ...], as_json: bool) -> None:
         with progress(f"topodoc logs: reading {len(paths)} file(s)"):
             analysis = analyze(list(paths), catalogue.scan_literals())
     except LogInputError as err:
-        click.echo(f"topodoc logs: {err}", err=True)
+        click.echo(visible(f"topodoc logs: {err}"), err=True)
         sys.exit(EXIT_ERROR)
     from topodoc.report.logs import render, to_json
 

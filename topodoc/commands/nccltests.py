@@ -10,6 +10,7 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 from topodoc.inputs import label
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -48,9 +49,9 @@ def read_runs(path: str, collective: str | None = None):
             note_line("topodoc nccltests", note)
         return parse_runs(given.text, collective or _collective_from_name(path))
     except InputError as err:
-        click.echo(f"topodoc nccltests: {err}", err=True)
+        click.echo(visible(f"topodoc nccltests: {err}"), err=True)
     except NcclTestsParseError as err:
-        click.echo(f"topodoc nccltests: {label(path)}: {err}", err=True)
+        click.echo(visible(f"topodoc nccltests: {label(path)}: {err}"), err=True)
     sys.exit(EXIT_ERROR)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -51,5 +52,5 @@ def _collect(host, name: str):
 
 
 def _fail(message: str):
-    click.echo(f"topodoc probe: {message}", err=True)
+    click.echo(visible(f"topodoc probe: {message}"), err=True)
     raise SystemExit(EXIT_ERROR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from topodoc.cli import EXIT_ERROR
+from topodoc.report.safe import visible
 
 EXAMPLE = """\b
 Example:
@@ -42,5 +43,5 @@ def command(output: str, redact: bool, name: str | None, deadline: float) -> Non
 
 
 def _fail(message: str):
-    click.echo(f"topodoc record: {message}", err=True)
+    click.echo(visible(f"topodoc record: {message}"), err=True)
     raise SystemExit(EXIT_ERROR)

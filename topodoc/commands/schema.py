@@ -7,6 +7,8 @@ from importlib import resources
 
 import click
 
+from topodoc.report.safe import visible
+
 EXAMPLE = """\b
 Example:
   topodoc schema
@@ -29,7 +31,7 @@ def command(name: str | None) -> None:
     full = name if name in VERSIONS else f"topodoc.{name}"
     if full not in VERSIONS:
         known = ", ".join(sorted(VERSIONS))
-        click.echo(f"topodoc schema: no schema named {name!r}; known: {known}", err=True)
+        click.echo(visible(f"topodoc schema: no schema named {name!r}; known: {known}"), err=True)
         sys.exit(2)
     text = resources.files("topodoc.schemas").joinpath(f"{full}.json").read_text(encoding="utf-8")
     click.echo(text, nl=False)

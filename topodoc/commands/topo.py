@@ -15,6 +15,7 @@ import click
 
 from topodoc.cli import EXIT_ERROR
 from topodoc.model import ConnectionMatrix
+from topodoc.report.safe import visible
 
 TOPO_MAX_LINES = 20_000  # a matrix is found in the first lines; collect_env reports are a few hundred
 
@@ -121,5 +122,5 @@ def _read_text(source: str):
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"topodoc topo: {message}", err=True)
+    click.echo(visible(f"topodoc topo: {message}"), err=True)
     sys.exit(EXIT_ERROR)

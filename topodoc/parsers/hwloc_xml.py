@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import regex
 
 from topodoc import pciaddr
+from topodoc.cpuset import CpuSet, CpuSetError
 from topodoc.model import Gap, GapReason, Gpu, HostInfo, Nic, NumaNode, PciDevice, Snapshot
 
 MAX_CHARS = 64 * 1024 * 1024
@@ -33,12 +34,14 @@ _GPU_OS = regex.compile(r"^(?:nvml|cuda|opencl\d+d)(?P<i>\d+)$")
 def parse(text: str, source: str = "hwloc") -> Snapshot:
     if len(text) > MAX_CHARS:
         raise HwlocParseError("larger than 64 MiB")
-    if "<!ENTITY" in text:
-        raise HwlocParseError("XML with entity declarations is not read")
+    from topodoc.parsers.xmlcut import XmlError, parse_prefix
+
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as err:
-        raise HwlocParseError(f"broken XML: {err}") from err
+        root, cut = parse_prefix(text)
+    except XmlError as err:
+        raise HwlocParseError(str(err)) from err
+    if cut:
+        raise HwlocParseError(f"broken XML: {cut}")
     if root.tag != "topology":
         raise HwlocParseError(f"root element is <{root.tag}>, not <topology>")
     state = _State()
@@ -182,15 +185,10 @@ def _rdma_osdev(obj: ET.Element, name: str) -> bool:
 def _cpulist(mask: str | None) -> str | None:
     if not mask or not regex.fullmatch(r"0x[0-9a-fA-F,x]{1,4096}", mask):
         return None
-    value = int(mask.replace("0x", "").replace(",", ""), 16)
-    cpus = [i for i in range(value.bit_length()) if value >> i & 1]
-    parts, start = [], None
-    for i, cpu in enumerate(cpus):
-        start = cpu if start is None else start
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
-            parts.append(f"{start}-{cpu}" if cpu != start else str(cpu))
-            start = None
-    return ",".join(parts) or None
+    try:
+        return CpuSet.from_hex(mask).format() or None
+    except CpuSetError:
+        return None
 
 
 def _kb(text: str | None) -> int | None:

@@ -20,8 +20,12 @@ from xml.sax.saxutils import quoteattr
 import regex
 
 from topodoc import pciaddr
+from topodoc.cpuset import CpuSet, CpuSetError
 from topodoc.model import Gap, GapReason, Gpu, Nic, NicPort, NumaNode, NvLink, PciDevice, PciLink, Snapshot
+from topodoc.numbers import to_count
 from topodoc.topology import pcitree
+
+MAX_NVLINKS = 36  # NVML_NVLINK_MAX_LINKS: no GPU has more NVLinks
 
 NVSWITCH_CLASS = 0x068000
 MAX_CHARS = 16 * 1024 * 1024
@@ -144,16 +148,10 @@ def _mask_cpulist(mask: str | None) -> str | None:
     """NCCL's affinity mask ``ffffffff,00000000`` (32-bit words, most significant first) -> ``32-63``."""
     if not mask or not regex.fullmatch(r"[0-9a-fA-F,]{1,4096}", mask):
         return None
-    value = int(mask.replace(",", ""), 16)
-    cpus = [i for i in range(value.bit_length()) if value >> i & 1]
-    ranges, start = [], None
-    for i, cpu in enumerate(cpus):
-        if start is None:
-            start = cpu
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
-            ranges.append(f"{start}-{cpu}" if cpu != start else f"{start}")
-            start = None
-    return ",".join(ranges) or None
+    try:
+        return CpuSet.from_hex(mask).format() or None
+    except CpuSetError:
+        return None
 
 
 def _walk(node: ET.Element, parent: str | None, numa: int | None, pci: dict, gpus: list, nics: list) -> None:
@@ -196,7 +194,7 @@ def _gpu(node: ET.Element, address: str, numa: int | None, link: PciLink) -> Gpu
         kind = (
             "switch" if tclass == NVSWITCH_CLASS else "gpu" if tclass and tclass >> 16 == 0x03 else "unknown"
         )
-        for _ in range(_int(nv.get("count"), 10) or 1):
+        for _ in range(min(to_count(nv.get("count"), MAX_NVLINKS) or 1, MAX_NVLINKS - len(links))):
             links.append(NvLink(link=len(links), active=True, remote_pci_address=target, remote_type=kind))
     return Gpu(
         index=_int(node.get("dev"), 10) or 0,
@@ -375,11 +373,7 @@ def _attrs(attrs: dict[str, str]) -> str:
 
 
 def _cpulist_mask(cpulist: str) -> str:
-    value = 0
-    for part in cpulist.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            for cpu in range(int(lo), int(hi or lo) + 1):
-                value |= 1 << cpu
-    words = max(1, (value.bit_length() + 31) // 32)
-    return ",".join(f"{(value >> (32 * i)) & 0xFFFFFFFF:08x}" for i in reversed(range(words)))
+    try:
+        return CpuSet.parse(cpulist).hex_words(32)
+    except CpuSetError:
+        return CpuSet().hex_words(32)

@@ -34,6 +34,8 @@ from topodoc.inputs import strip_ansi
 from topodoc.model import ConnectionMatrix, MatrixGpu, MatrixNic
 from topodoc.topology.vocab import SMI_LEVELS
 
+MAX_DEVICES = 256  # GPUs + NICs + NVSwitch columns; the widest real matrix has under 100 (76 NICs)
+
 
 class SmiTopoParseError(ValueError):
     """The text holds no ``nvidia-smi topo`` matrix."""
@@ -82,6 +84,9 @@ def parse(text: str) -> ConnectionMatrix:
         header = _header(line, index)
         if header is None:
             continue
+        if len(header.names) > MAX_DEVICES:  # the rendering and every comparison are quadratic in it
+            raise SmiTopoParseError(f"a matrix of {len(header.names)} devices (line {index + 1}): more than "
+                                    f"any machine prints (at most {MAX_DEVICES} here)")
         rows, end = _rows(lines, header)
         if rows:
             cut: list[str] = []

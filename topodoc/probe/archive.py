@@ -152,22 +152,31 @@ def _info(name: str, kind: bytes, mtime: int, mode: int) -> tarfile.TarInfo:
 
 
 class _Bounded:
-    """The decompressed stream as tarfile sees it: no read over :data:`MAX_READ`, nothing past
-    :data:`MAX_STREAM_BYTES`, forward seeks only within that bound."""
+    """The decompressed stream as tarfile sees it: no read over :data:`MAX_READ`, forward seeks only,
+    and at most :data:`MAX_STREAM_BYTES` decompressed in all -- counted on the bytes actually read or
+    skipped, not on positions or the sizes headers claim (a negative size once sent tarfile back to
+    decompress the same data again and again within a budget that stayed near 0)."""
 
     def __init__(self, gz: gzip.GzipFile) -> None:
         self._gz = gz
+        self._consumed = 0
+
+    def _spend(self, count: int) -> None:
+        self._consumed += count
+        if self._consumed > MAX_STREAM_BYTES:
+            raise ArchiveError(f"refusing archive: it unpacks to more than {MAX_STREAM_BYTES} bytes")
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0 or size > MAX_READ:
             raise ArchiveError(f"refusing archive: a header or block asks for {size} bytes at once")
-        if self._gz.tell() + size > MAX_STREAM_BYTES:
-            raise ArchiveError(f"refusing archive: it unpacks to more than {MAX_STREAM_BYTES} bytes")
+        self._spend(size)
         return self._gz.read(size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        if whence != 0 or offset > MAX_STREAM_BYTES:
-            raise ArchiveError(f"refusing archive: it unpacks to more than {MAX_STREAM_BYTES} bytes")
+        here = self._gz.tell()
+        if whence != 0 or offset < here:
+            raise ArchiveError("refusing archive: a member sends the reader back to data already read")
+        self._spend(offset - here)
         return self._gz.seek(offset)
 
     def tell(self) -> int:
@@ -187,6 +196,8 @@ class _TarInfo(tarfile.TarInfo):
     )
 
     def _proc_member(self, tar):
+        if self.size < 0:  # tarfile reads GNU base-256 negative sizes; its offset would move backwards
+            raise ArchiveError(f"refusing member with a negative size ({self.size}): {_show(self.name)}")
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise ArchiveError(f"refusing sparse member in archive: {_show(self.name)}")
         if self.type not in self._EXTENDED:
@@ -220,11 +231,16 @@ def _members(raw) -> tarfile.TarFile:
 
 
 def _stream(tar: tarfile.TarFile):
+    last = -1
     while True:
         member = tar.next()
         tar.members.clear()  # tarfile keeps every member it read; we never look back
         if member is None:
             return
+        if member.offset <= last or member.offset_data < member.offset:
+            raise ArchiveError(f"refusing archive: member {_show(member.name)} does not follow the one "
+                               "before it (offsets must only grow)")
+        last = member.offset
         yield member
 
 
@@ -296,6 +312,8 @@ def check_member(member: tarfile.TarInfo) -> Entry:
     """The :class:`Entry` for one member, or :class:`ArchiveError` if it is unsafe on its own."""
     kind = _kind(member)
     name = normalize(member.name)
+    if member.size < 0:  # a PAX size record sets it after the header checks; refused here as well
+        raise ArchiveError(f"refusing member with a negative size ({member.size}): {_show(name)}")
     if kind == _FILE and member.size > MAX_MEMBER_BYTES:
         raise ArchiveError(f"refusing oversized member {_show(name)} ({member.size} bytes)")
     if kind != _LINK:

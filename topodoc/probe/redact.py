@@ -21,15 +21,24 @@ everything but the Device Serial Number, which is zeroed. The same original alwa
 replacement, and a replacement has the original's shape (a MAC stays a MAC; a GID and the same
 address written compressed map to one address; an IPv4-mapped RoCE GID maps to the redacted IPv4),
 so the redacted recording still parses into a consistent snapshot.
+
+Host names of 5 characters or more are tokens: the whole DNS-like word holding one (``-`` and ``.`` are
+boundaries: ``gpu-node-17-bmc.corp.example.com``, a ``BUILD_ID``) is replaced. On ``/proc/cmdline``
+every value but those of :data:`CMDLINE_HARMLESS` kernel parameters is replaced (``pw=``, ``netroot=``,
+``rack=``, ``site=``...). User names (``/home/NAME``, ``USER=``, ``NAME@host``, passwd-like members,
+``home=``, the recording user) are replaced everywhere, so one in a command's stderr goes too, and every
+``name@host`` (the driver's and kernel's build strings) becomes ``redacted-user@redacted-host``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
 from itertools import count
 
+from topodoc import jsontext
 from topodoc.probe import pcicfg
 from topodoc.probe.archive import Members
 
@@ -62,15 +71,26 @@ HOSTNAME_FILES = ("fs/proc/sys/kernel/hostname", "fs/etc/hostname")
 GENERIC_HOSTNAMES = {"localhost", "localhost.localdomain", "localdomain", "(none)", "ubuntu", "debian"}
 
 
+GENERIC_USERS = {"root", "nobody", "daemon", "bin", "sys", "admin", "user", "ubuntu", "debian", "centos",
+                 "ec2-user", "cloud-user", "nvidia", "slurm", "syslog", "systemd", "messagebus", "home"}
+# a builder's or a user's ``name@host`` (the driver's and kernel's build strings, ``(dvs-builder@U16-I3)``)
+USER_AT_HOST = re.compile(r"(?<![\w.@+-])[A-Za-z_][\w.-]{0,31}@[A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9]")
+HOME_PATH = re.compile(r"(?<![\w.-])/(?:home|Users|var/home)/([A-Za-z_][\w.-]{0,31})")
+USER_VARS = re.compile(r"(?<![\w.])(?:USER|LOGNAME|SUDO_USER|USERNAME)=([A-Za-z_][\w.-]{0,31})")
+
+
 class Redactor:
-    def __init__(self, hostnames: set[str], serials: set[str]) -> None:
+    def __init__(self, hostnames: set[str], serials: set[str], users: set[str] = frozenset()) -> None:
         self.mapping: dict[str, str] = {}
         kinds = ("gid", "mac20", "uuid", "uuid32", "guid", "guid0x", "mac", "macdash", "ipv4", "serial")
         kinds += ("board",)
         self.counters = {kind: count(1) for kind in kinds}
         self.hostnames = {h for h in hostnames if h and h.lower() not in GENERIC_HOSTNAMES}
+        self.users = {u for u in users if len(u) >= 3 and u.lower() not in GENERIC_USERS}
         self.literals = sorted(
             [(_hostname_pattern(h), "redacted-host") for h in self.hostnames]
+            + [(re.compile(rf"(?<![A-Za-z0-9]){re.escape(u)}(?![A-Za-z0-9])"), "redacted-user")
+               for u in self.users]
             + [(re.compile(rf"(?<!\w){re.escape(s)}(?!\w)"), self._serial(s)) for s in serials if s],
             key=lambda item: -len(item[0].pattern),
         )
@@ -80,9 +100,11 @@ class Redactor:
         return f"{number:0{max(len(serial), 4)}d}" if serial.isdigit() else f"SERIAL{number:06d}"
 
     def text(self, text: str) -> str:
+        text = HOME_PATH.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "redacted-user", text)
         for pattern, replacement in self.literals:
             text = pattern.sub(replacement, text)
         text = SERIAL_TEXT.sub(self._serial_text, text)
+        text = USER_AT_HOST.sub("redacted-user@redacted-host", text)
         return PATTERN.sub(self._replace, text)
 
     def _serial_text(self, match: re.Match) -> str:
@@ -180,13 +202,20 @@ class Redactor:
 
 
 def _hostname_pattern(name: str) -> re.Pattern:
-    """``name`` as a whole word, with any domain labels written after it."""
-    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?:\.[A-Za-z0-9-]+)*(?![\w-])", re.IGNORECASE)
+    """``name`` as a token wherever it appears: between non-alphanumerics (``-`` and ``.`` are
+    boundaries, ``_`` is not), together with the whole DNS-like word around it (``gpu-node-17-bmc.corp.
+    example.com``, ``ipmi-gpu-node-17``, a ``BUILD_ID`` of ``gpu-node-17-20261201``). A short alphabetic
+    name (``gpu``, ``n1``: under 5 characters) is replaced only as a whole word with any
+    domain after it, so it never eats ``gpu-burn``, ``numa-node`` or ``gpu-n1``."""
+    if len(name) < 5:
+        return re.compile(rf"(?<![\w.-]){re.escape(name)}(?:\.[A-Za-z0-9-]+)*(?![\w-])", re.IGNORECASE)
+    return re.compile(rf"[A-Za-z0-9.-]*(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])[A-Za-z0-9.-]*",
+                      re.IGNORECASE)
 
 
 def redact_members(members: Members) -> Redactor:
     """Redact ``members`` in place; returns the Redactor (its ``mapping`` says what was replaced)."""
-    redactor = Redactor(_hostnames(members), _serials(members))
+    redactor = Redactor(_hostnames(members), _serials(members), _users(members))
     _redact_structure(members, redactor)
     for name, data in list(members.files.items()):
         if name.endswith("/config"):
@@ -211,9 +240,36 @@ def _hostnames(members: Members) -> set[str]:
     return names
 
 
+def _users(members: Members) -> set[str]:
+    """User names the recording holds: ``/home/NAME`` paths, ``USER=``-like variables, ``name@host``,
+    ``home=`` on the kernel command line, passwd-like members (``name:x:uid:...``, uid >= 1000), and the
+    user running the recorder (and ``SUDO_USER``): replaced wherever they appear, stderr included."""
+    import os
+
+    names: set[str] = set()
+    for name, data in members.files.items():
+        if name.endswith("/config"):
+            continue
+        text = data.decode("utf-8", errors="replace")
+        names.update(m[1] for m in HOME_PATH.finditer(text))
+        names.update(m[1] for m in USER_VARS.finditer(text))
+        names.update(m[0].split("@")[0] for m in USER_AT_HOST.finditer(text))
+        if name.endswith(("/passwd", "/group")):
+            for line in text.splitlines():
+                fields = line.split(":")
+                if len(fields) >= 3 and fields[2].isdigit() and int(fields[2]) >= 1000 and fields[0]:
+                    names.add(fields[0])
+    with contextlib.suppress(KeyError, ImportError, OSError):
+        import pwd
+
+        names.add(pwd.getpwuid(os.getuid()).pw_name)
+    names.add(os.environ.get("SUDO_USER", ""))
+    return {n for n in names if n and len(n) <= 32}
+
+
 def _serials(members: Members) -> set[str]:
     try:
-        tape = json.loads(members.files.get("nvml.json", b"{}"))
+        tape = jsontext.loads(members.files.get("nvml.json", b"{}"))
     except ValueError:
         return set()
     return {
@@ -245,7 +301,7 @@ def _redact_structure(members: Members, redactor: Redactor) -> None:
         members.files[CMDLINE] = redact_cmdline(text).encode("utf-8")
     if "nvml.json" in members.files:
         try:
-            tape = json.loads(members.files["nvml.json"])
+            tape = jsontext.loads(members.files["nvml.json"])
         except ValueError:
             tape = None
         if isinstance(tape, dict):
@@ -255,7 +311,7 @@ def _redact_structure(members: Members, redactor: Redactor) -> None:
             members.files["nvml.json"] = json.dumps(tape, indent=1, sort_keys=True).encode()
     if "meta.json" in members.files:
         try:
-            meta = json.loads(members.files["meta.json"])
+            meta = jsontext.loads(members.files["meta.json"])
         except ValueError:
             meta = None
         if isinstance(meta, dict) and isinstance(meta.get("name"), str):
@@ -297,6 +353,34 @@ def redact_cmdline(text: str) -> str:
     return " ".join(_cmdline_token(token) for token in text.split(" "))
 
 
+# Kernel parameters whose values configure the machine and identify nobody (Documentation/admin-guide/
+# kernel-parameters.txt; dracut.cmdline(7); the NVIDIA/IOMMU/NUMA knobs the rules read). Every other
+# ``key=value`` has its value replaced: a PXE/ironic/cloud-init boot puts tokens, passwords, hosts, sites,
+# racks and asset tags under keys nobody can list in advance (``pw=``, ``netroot=``, ``rack=``).
+CMDLINE_HARMLESS = frozenset({
+    "boot_image", "root", "rootfstype", "rootflags", "rootwait", "rootdelay", "ro", "rw", "init", "resume",
+    "quiet", "splash", "console", "earlycon", "earlyprintk", "loglevel", "ignore_loglevel", "panic",
+    "crashkernel", "iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict", "pci",
+    "pcie_aspm", "pcie_ports", "pcie_acs_override", "pci_acs", "apic", "x2apic_phys", "acpi", "noapic",
+    "nomodeset", "nvidia-drm.modeset", "nvidia-drm.fbdev", "nouveau.modeset", "modprobe.blacklist",
+    "rd.driver.blacklist", "rd.driver.pre", "module_blacklist", "transparent_hugepage", "hugepages",
+    "hugepagesz", "default_hugepagesz", "isolcpus", "nohz_full", "nohz", "rcu_nocbs", "irqaffinity",
+    "numa_balancing", "numa", "mitigations", "nosmt", "processor.max_cstate", "intel_idle.max_cstate",
+    "idle", "intel_pstate", "amd_pstate", "cpufreq.default_governor", "net.ifnames", "biosdevname",
+    "audit", "selinux", "apparmor", "security", "lsm", "enforcing", "systemd.unified_cgroup_hierarchy",
+    "systemd.legacy_systemd_cgroup_controller", "cgroup_enable", "cgroup_disable", "cgroup_no_v1",
+    "swapaccount", "nvme_core.multipath", "nvme_core.io_timeout", "nvme.poll_queues", "memmap", "mem",
+    "efi", "nokaslr", "kaslr", "page_alloc.shuffle", "init_on_alloc", "init_on_free", "tsc", "clocksource",
+    "nmi_watchdog", "watchdog", "nowatchdog", "softlockup_panic", "hardlockup_panic", "vsyscall", "pti",
+    "spectre_v2", "spec_store_bypass_disable", "l1tf", "mds", "tsx", "tsx_async_abort", "retbleed",
+    "rd.auto", "rd.md", "rd.lvm", "rd.luks", "rd.dm", "rd.shell", "rd.break", "rd.neednet", "plymouth.enable",
+    "fsck.mode", "fsck.repair", "systemd.show_status", "systemd.log_level", "udev.log_priority",
+    "swiotlb", "iomem", "vfio-pci.ids", "vfio_iommu_type1.allow_unsafe_interrupts", "kvm.ignore_msrs",
+    "ipv6.disable", "usbcore.autosuspend", "msr.allow_writes", "numa_zonelist_order",
+    "zswap.enabled", "elevator", "scsi_mod.use_blk_mq", "dm_mod.use_blk_mq", "libata.force",
+})
+
+
 def _cmdline_token(token: str) -> str:
     key, sep, value = token.partition("=")
     if not sep or not value.strip():
@@ -305,7 +389,7 @@ def _cmdline_token(token: str) -> str:
     value = value.rstrip("\n")
     if key.lower() == "ip":
         return f"{key}={_ip_param(value)}{tail}"
-    if _secret_key(key) or "://" in value or "@" in value:
+    if _secret_key(key) or "://" in value or "@" in value or key.lower() not in CMDLINE_HARMLESS:
         return f"{key}=redacted{tail}"
     return token
 

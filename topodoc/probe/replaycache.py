@@ -6,19 +6,28 @@ folder mode 0700, owned by this user, never a symlink, else no cache is used)::
     <sha256>.lock        flock: shared while a process uses the entry, exclusive to build or evict it
     <sha256>/COMPLETE    written last: format, digest, what the tree holds (files, bytes...)
     <sha256>/tree/       the recording, extracted by the safe extractor (meta.json, fs/, tapes)
-    <sha256>/snapshot.json   the Snapshot collected from it, keyed by the code that collected it
-    .tmp-<sha256>-...    an entry being built (removed by the next builder of that digest)
+    <sha256>/snapshot.json   the Snapshot collected from it, keyed by the code that collected it:
+                         a JSON header line (with the SHA-256 of the rest), then the Snapshot
+    .tmp-<sha256>-...    an entry being built (a dead builder's is removed by the next build of any
+                         entry: a builder holds its digest's lock)
 
 The key is the SHA-256 of the archive's bytes, so a different archive never meets another's entry.
 An entry is built in a temporary folder (:func:`topodoc.probe.archive.SafeArchive.extract`, every
 check of the hostile-archive work kept), its marker written last, then renamed into place: a process
 killed half-way leaves no entry that looks complete. An entry is used only when its marker names its
 digest and, before its tree is handed out, the tree holds exactly the files, bytes, folders and links
-the marker lists; anything else is removed and rebuilt. Each use touches the marker (the LRU clock);
+the marker lists and hashes to the marker's ``content`` digest (SHA-256 over every path, kind, file's
+bytes and link target, checked once per process): a same-size edit is found, and the entry rebuilt.
+Once built the tree is read-only (files 0444, folders 0555: the pytest plugin's ``sysfs_root`` is this
+tree) and made writable again only to be removed. Each use touches the marker (the LRU clock);
 after a build, the least recently used entries no process holds are removed until the cache fits
 :data:`MAX_BYTES` (``TOPODOC_REPLAY_CACHE_MB``; 0 turns the cache off).
 
-``snapshot.json`` holds the Snapshot ``collect`` returned for the tree, with the SHA-256 of every
+The digests catch edits and damage, not a determined attacker running as the same user (who could
+rewrite the digests, or topodoc itself).
+
+``snapshot.json`` holds the Snapshot ``collect`` returned for the tree (used only when its bytes hash to
+the digest in its header line), with the SHA-256 of every
 topodoc (and ``regex``) source file the collecting process had loaded, its Python version and
 topodoc version: a later process uses it only when all of those are unchanged, so it is the Snapshot
 ``collect`` would return (the ``source`` label, which ``collect`` only copies in, is set by the
@@ -37,9 +46,9 @@ import stat
 import sys
 import time
 
-from topodoc import __version__, usercache
+from topodoc import __version__, jsontext, usercache
 
-FORMAT = 1
+FORMAT = 2  # 2: the marker's content digest, snapshot.json's header line
 MARKER = "COMPLETE"
 TREE = "tree"
 SNAPSHOT = "snapshot.json"
@@ -140,13 +149,15 @@ def _marker(entry: str, digest: str) -> dict | None:
     """The entry's marker when it is complete and names ``digest``, else None."""
     raw = _read_small(os.path.join(entry, MARKER), MAX_MARKER)
     try:
-        marker = json.loads(raw) if raw is not None else None
+        marker = jsontext.loads(raw) if raw is not None else None
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(marker, dict) or marker.get("format") != FORMAT or marker.get("digest") != digest:
         return None
     counts = [marker.get(k) for k in ("files", "bytes", "dirs", "links", "footprint")]
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return None
+    if not isinstance(marker.get("content"), str) or len(marker["content"]) != 64:
         return None
     try:
         info = os.lstat(os.path.join(entry, TREE))
@@ -176,12 +187,76 @@ def tree_counts(tree: str) -> dict[str, int]:
     return counts
 
 
+def tree_digest(tree: str) -> str:
+    """SHA-256 over every path under ``tree`` in sorted order, its kind, and a file's bytes or a link's
+    target (not following links); a FIFO or device makes it raise OSError."""
+    digest = hashlib.sha256()
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        with os.scandir(os.path.join(tree, rel)) as entries:
+            items = sorted(entries, key=lambda item: item.name)
+        for item in items:
+            path = f"{rel}/{item.name}" if rel else item.name
+            if item.is_symlink():
+                digest.update(b"L\0%s\0%s\0" % (os.fsencode(path), os.fsencode(os.readlink(item.path))))
+            elif item.is_dir(follow_symlinks=False):
+                digest.update(b"D\0%s\0" % os.fsencode(path))
+                todo.append(path)
+            elif item.is_file(follow_symlinks=False):
+                digest.update(b"F\0%s\0" % os.fsencode(path))
+                digest.update(_file_sha256(item.path))
+            else:
+                raise OSError(errno.EINVAL, f"not a file, folder or link: {path}")
+    return digest.hexdigest()
+
+
+def _file_sha256(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.digest()
+
+
 def _intact(entry: str, marker: dict) -> bool:
+    """The tree holds what the marker lists (counts first: cheap) and hashes to its content digest."""
+    tree = os.path.join(entry, TREE)
     try:
-        found = tree_counts(os.path.join(entry, TREE))
+        found = tree_counts(tree)
+        if found["other"] or any(found[k] != marker[k] for k in ("files", "bytes", "dirs", "links")):
+            return False
+        return tree_digest(tree) == marker["content"]
     except OSError:
         return False
-    return found["other"] == 0 and all(found[k] == marker[k] for k in ("files", "bytes", "dirs", "links"))
+
+
+def _seal(tree: str) -> None:
+    """Files 0444 and folders 0555 under ``tree`` (and ``tree`` itself): nothing writes to a served tree
+    by mistake (a test handed the pytest plugin's ``sysfs_root``). Links are left as they are."""
+    for folder, dirs, files in os.walk(tree, topdown=False):
+        for name, mode in [(f, 0o444) for f in files] + [(d, 0o555) for d in dirs]:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, mode)
+    os.chmod(tree, 0o555)
+
+
+def _unseal(path: str) -> None:
+    """Folders under ``path`` made 0700 again (not following links), so the tree can be removed."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return
+        os.chmod(path, 0o700)
+    except OSError:
+        return
+    for folder, dirs, _files in os.walk(path):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                child = os.path.join(folder, name)
+                if not os.path.islink(child):
+                    os.chmod(child, 0o700)
 
 
 def _touch(entry: str) -> None:
@@ -192,6 +267,7 @@ def _touch(entry: str) -> None:
 def _remove(path: str) -> None:
     import shutil
 
+    _unseal(path)
     shutil.rmtree(path, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.unlink(path)  # a file or link left where an entry belongs
@@ -227,6 +303,7 @@ def open_entry(root: str, digest: str, build=None, check_tree: bool = True) -> s
             marker = _marker(entry, digest)
             if marker is None or not _intact(entry, marker):
                 _build(root, digest, entry, build)
+                _checked.add(entry)  # hashed as it was built: not hashed again by this process
                 evict(root, keep=digest)
         finally:  # the next attempt takes the shared lock and checks the entry again
             os.close(fd)
@@ -248,7 +325,8 @@ def _build(root: str, digest: str, entry: str, build) -> None:
         footprint = build(tree)
         counts = tree_counts(tree)
         marker = {"format": FORMAT, "digest": digest, "footprint": int(footprint), "topodoc": __version__,
-                  **{k: counts[k] for k in ("files", "bytes", "dirs", "links")}}
+                  "content": tree_digest(tree), **{k: counts[k] for k in ("files", "bytes", "dirs", "links")}}
+        _seal(tree)
         _write_new(os.path.join(work, MARKER), json.dumps(marker).encode())
         _remove(entry)
         os.rename(work, entry)
@@ -281,6 +359,7 @@ def evict(root: str, keep: str | None = None, limit: int | None = None) -> list[
             continue
         entries.append((used, name, marker["footprint"] + extra))
     _drop_orphan_locks(root)
+    _drop_dead_builds(root)
     total = sum(size for _used, _name, size in entries)
     removed = []
     for _used, name, size in sorted(entries):
@@ -303,6 +382,25 @@ def evict(root: str, keep: str | None = None, limit: int | None = None) -> list[
         total -= size
         removed.append(name)
     return removed
+
+
+def _drop_dead_builds(root: str) -> None:
+    """Remove ``.tmp-<digest>-*`` folders whose builder is gone (killed): a live builder holds its
+    digest's lock exclusively, so a lock had here without waiting means nobody is building it."""
+    for name in os.listdir(root):
+        digest = name[len(TMP) : len(TMP) + 64]
+        if not name.startswith(TMP) or len(digest) != 64 or os.path.join(root, digest) in _held:
+            continue
+        fd = _lock(root, digest, exclusive=True, wait_s=0)
+        if fd is None:
+            continue
+        try:
+            _remove(os.path.join(root, name))
+        finally:
+            os.close(fd)
+        if not os.path.lexists(os.path.join(root, digest)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, digest + ".lock"))
 
 
 def _drop_orphan_locks(root: str) -> None:
@@ -403,23 +501,28 @@ def loaded_sources() -> list[str]:
 
 
 def read_snapshot(entry: str) -> tuple[dict, str | None] | None:
-    """The cached ``(snapshot data, recording name)`` of an entry when the code that collected it is
-    the code on disk now, else None."""
+    """The cached ``(snapshot data, recording name)`` of an entry when its bytes hash to the digest in
+    its header line and the code that collected it is the code on disk now, else None."""
     raw = _read_small(os.path.join(entry, SNAPSHOT), MAX_SNAPSHOT)
+    head, sep, body = raw.partition(b"\n") if raw is not None else (b"", b"", b"")
     try:
-        stored = json.loads(raw) if raw is not None else None
+        stored = jsontext.loads(head) if sep else None
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT:
         return None
-    files, data, name = stored.get("code_files"), stored.get("snapshot"), stored.get("name")
-    if not isinstance(data, dict) or not isinstance(files, list):
-        return None
-    if not all(isinstance(f, str) for f in files):
+    if stored.get("sha256") != hashlib.sha256(body).hexdigest():
+        return None  # edited or cut short since it was written
+    files, name = stored.get("code_files"), stored.get("name")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         return None
     if stored.get("code") != code_fingerprint(files) or not isinstance(name, (str, type(None))):
         return None
-    return data, name
+    try:
+        data = jsontext.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return (data, name) if isinstance(data, dict) else None
 
 
 def write_snapshot(entry: str, data: dict, name: str | None) -> None:
@@ -428,13 +531,15 @@ def write_snapshot(entry: str, data: dict, name: str | None) -> None:
     code = code_fingerprint(files)
     if code is None:
         return
-    stored = {"format": FORMAT, "code": code, "code_files": files, "name": name, "snapshot": data}
+    body = json.dumps(data, separators=(",", ":")).encode()
+    head = {"format": FORMAT, "code": code, "code_files": files, "name": name,
+            "sha256": hashlib.sha256(body).hexdigest()}
     import tempfile
 
     try:
         fd, temp = tempfile.mkstemp(prefix=".snapshot-", dir=entry)
         with os.fdopen(fd, "wb") as out:
-            out.write(json.dumps(stored, separators=(",", ":")).encode())
+            out.write(json.dumps(head, separators=(",", ":")).encode() + b"\n" + body)
         os.replace(temp, os.path.join(entry, SNAPSHOT))
     except OSError:
         with contextlib.suppress(OSError, UnboundLocalError):

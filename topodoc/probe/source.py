@@ -105,12 +105,18 @@ class _TextMachine(SourceError):
 
 
 def _is_text_machine(path: str) -> bool:
+    """Starts like XML, JSON or gzip, in any encoding the text reader takes (UTF-8 with or without a BOM,
+    UTF-16 with or without one: what ``diagnose FILE`` reads, ``--from FILE`` reads)."""
+    from topodoc.inputs import decode
+
     try:
         with open(path, "rb") as handle:
-            head = handle.read(4096).lstrip()
+            raw = handle.read(4096)
     except OSError:
         return False
-    return head.startswith((b"<", b"{", b"\x1f\x8b"))
+    if raw.startswith(b"\x1f\x8b"):
+        return True
+    return decode(raw).lstrip().startswith(("<", "{"))
 
 
 def load_snapshot(spec: str | None, deadline_s: float | None = DEFAULT_DEADLINE_S) -> model.Snapshot:

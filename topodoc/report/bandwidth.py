@@ -6,6 +6,7 @@ import re
 import textwrap
 
 from topodoc.bandwidth.estimate import GB, GIB, TpEstimate
+from topodoc.report.safe import human
 
 
 def _pair(values: tuple[float, float], fmt: str) -> str:
@@ -13,6 +14,7 @@ def _pair(values: tuple[float, float], fmt: str) -> str:
     return low if low == high else f"{low}-{high}"
 
 
+@human
 def render_tp(est: TpEstimate) -> str:
     job = est.job
     pct = (est.comm_fraction[0] * 100, est.comm_fraction[1] * 100)
@@ -34,6 +36,7 @@ def render_tp(est: TpEstimate) -> str:
     return "\n".join(lines)
 
 
+@human
 def render_model(bw_model) -> str:
     lines = [f"{bw_model.source}: {bw_model.shape}", "",
              "GPU pairs (bottleneck link; GB/s per direction, NCCL's effective model):"]
@@ -88,6 +91,7 @@ def grouped_pairs(pairs, noun: str) -> list[str]:
     return lines
 
 
+@human
 def render_comparisons(comparisons) -> str:
     if not comparisons:
         return "no expectation applies (no large-message rows, or no model for this collective)"

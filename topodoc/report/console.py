@@ -15,6 +15,8 @@ from typing import TextIO
 
 import click
 
+from topodoc.report.safe import visible
+
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 _level = NORMAL
 SPINNER = "|/-\\"
@@ -38,13 +40,13 @@ def verbose() -> bool:
 def note(prefix: str, message: str) -> None:
     """``PREFIX: note: MESSAGE`` on stderr, unless ``-q``."""
     if not quiet():
-        click.echo(f"{prefix}: note: {message}", err=True)
+        click.echo(visible(f"{prefix}: note: {message}"), err=True)
 
 
 def detail(prefix: str, message: str) -> None:
     """``PREFIX: MESSAGE`` on stderr, only with ``-v``."""
     if verbose():
-        click.echo(f"{prefix}: {message}", err=True)
+        click.echo(visible(f"{prefix}: {message}"), err=True)
 
 
 class Progress:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import click
 
 from topodoc.codec import to_data
+from topodoc.report.safe import human
 from topodoc.rules.engine import Finding, Report, Rule, Severity
 
 STYLE = {
@@ -30,6 +31,7 @@ def json_data(report: Report, inputs: dict) -> dict:
     return {"inputs": inputs, **data}
 
 
+@human
 def render_text(report: Report, inputs: dict, color: bool = False, quiet: bool = False) -> str:
     """The findings worst first; ``quiet`` leaves out the notes (skipped rules, the explain hint)."""
     lines = [_headline(report, inputs, color), ""]

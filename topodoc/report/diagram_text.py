@@ -3,6 +3,7 @@ nearest NIC hop by hop with the bottleneck link, and where nvidia-smi's own matr
 
 from __future__ import annotations
 
+from topodoc.report.safe import human
 from topodoc.topology.types import NCCL_PATHS, SMI_LEVELS, CellDiff, Connection, Link, NicEnd, Topology
 
 
@@ -85,6 +86,7 @@ def _nic_line(nic: NicEnd) -> str:
     return f"{nic.name}: {nic.device} ({nic.kind}) at {nic.pci_address}, {numa}{rate}{down}{legend}"
 
 
+@human
 def render_derived(topology: Topology, diffs: list[CellDiff] | None) -> str:
     parts = [f"Machine: {topology.shape.name}\n"]
     notes = topology.shape.notes + topology.notes

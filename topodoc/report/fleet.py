@@ -7,6 +7,7 @@ import io
 from dataclasses import replace
 
 from topodoc.fleet.compare import Difference, FleetReport
+from topodoc.report.safe import human
 
 SHOW_NODES = 8
 
@@ -17,6 +18,7 @@ def _names(nodes: tuple[str, ...], limit: int = SHOW_NODES) -> str:
     return ", ".join(nodes[:limit]) + f" and {len(nodes) - limit:,} more"
 
 
+@human
 def render_text(report: FleetReport) -> str:
     out: list[str] = []
     out.append(_headline(report))
@@ -122,6 +124,7 @@ def to_json(report: FleetReport, rails=None) -> str:
     return dumps("topodoc.fleet", data)
 
 
+@human
 def render_rails(rails) -> str:
     """The rail map (local GPU -> NIC) per host, the majority, and the hosts that break it."""
     out = ["Rail map from the NCCL logs (local GPU -> NIC used for network traffic):"]

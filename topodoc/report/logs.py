@@ -7,6 +7,7 @@ from collections import Counter
 
 from topodoc.logmodel import Connection, Evidence, LogAnalysis, LogSummary
 from topodoc.parsers.nccl_log.scan import LINE_LIMIT
+from topodoc.report.safe import human
 
 _TRANSPORT_NAMES = {
     "IB": "InfiniBand", "RoCE": "RoCE", "EFA": "AWS EFA (libfabric)", "Socket": "TCP sockets",
@@ -36,6 +37,7 @@ def _json_value(value) -> str:
     return json.dumps(value, indent=2).replace("\n", "\n  ")
 
 
+@human
 def render(analysis: LogAnalysis) -> str:
     parts = [verdict(analysis.summary), "", *_inputs(analysis), *_hosts(analysis), *_evidence(analysis)]
     parts += _plugins(analysis)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from topodoc.model import NcclTestsResult, NcclTestsRun
+from topodoc.report.safe import human
 
 
 def _half(h: NcclTestsResult | None) -> str:
@@ -16,6 +17,7 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+@human
 def render_run(run: NcclTestsRun) -> str:
     hosts = f" on {run.nodes} node(s)" if run.nodes else ""
     name = run.collective or "unknown collective"

@@ -9,6 +9,7 @@ import re
 from collections import Counter
 
 from topodoc.model import Gpu, Nic, NvLink, PciDevice, Snapshot
+from topodoc.report.safe import human
 
 NVIDIA = 0x10DE
 CLASS_NAMES = {
@@ -23,6 +24,7 @@ CLASS_NAMES = {
 }
 
 
+@human
 def render_probe(snap: Snapshot) -> str:
     sections = [
         _header(snap),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from topodoc.model import ConnectionMatrix, MatrixGpu
+from topodoc.report.safe import human
 
 TOPO_LEGEND = (
     "  X    = Self",
@@ -34,6 +35,7 @@ P2P_LEGEND = (
 )
 
 
+@human
 def render(matrix: ConnectionMatrix) -> str:
     """The matrix as nvidia-smi text, ending with a newline."""
     if matrix.kind == "p2p":

@@ -7,6 +7,7 @@ from typing import Any
 
 from topodoc.codec import to_data
 from topodoc.model import ConnectionMatrix
+from topodoc.report.safe import human
 from topodoc.topology.nccl_policy import p2p_default
 from topodoc.topology.reading import PCIE_ORDER, PairLink, Reading
 
@@ -19,6 +20,7 @@ def json_data(matrix: ConnectionMatrix, reading: Reading) -> dict[str, Any]:
     return {**to_data(matrix), "reading": to_data(reading)}
 
 
+@human
 def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = False, width: int = 100) -> str:
     from rich.console import Console
 

@@ -60,7 +60,8 @@ class Machine:
 
     @property
     def sysfs_root(self) -> str:
-        """A directory holding the recorded ``sys/`` and ``proc/`` trees (read-only; shared)."""
+        """A directory holding the recorded ``sys/`` and ``proc/`` trees: read-only (files 0444, folders
+        0555) and shared through the replay cache, its content verified before it is handed out."""
         return self.host.fs.root
 
     def nvml_module(self):

@@ -23,6 +23,7 @@ import types
 from contextlib import contextmanager, suppress
 
 from topodoc.probe.host import NotRecorded, NvmlError, TapeNvml
+from topodoc.probe.nvml_gpus import MAX_GPUS
 
 INIT = {"nvmlInit", "nvmlInitWithFlags", "nvmlInit_v2"}
 NO_OP = {"nvmlShutdown"}
@@ -118,7 +119,7 @@ def replay_module(tape: TapeNvml, machine: str = "the recording") -> types.Modul
 
     def _by_bus_id(bus_id):
         want = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
-        for index in range(_count()):
+        for index in range(min(_count(), MAX_GPUS)):  # a tape's count is input: bounded
             pci = call("nvmlDeviceGetPciInfo", Handle(index))
             if _same_bus(getattr(pci, "busId", ""), want):
                 return Handle(index)

@@ -29,6 +29,7 @@ from topodoc.model import (
     PciDevice,
     Snapshot,
 )
+from topodoc.numbers import check_count
 from topodoc.parsers.rdma_text import merge_nic
 from topodoc.text.detect import title
 from topodoc.text.facets import cite, facets_of
@@ -41,6 +42,7 @@ from topodoc.text.placement import (
     nic_kind_of_name,
     place_from_matrix,
 )
+from topodoc.topology.derive import MAX_GPUS
 
 SOURCE = "text inputs"
 
@@ -76,6 +78,7 @@ class _Builder:
     # ---- GPUs ----
     def gpu(self, gpu: Gpu, kind: str, where: str) -> None:
         """Merge by PCI address when both are known, else by index."""
+        check_count("GPUs", len(self.gpus) + 1, MAX_GPUS)  # each merge looks at every GPU: bounded
         index = gpu.index
         if gpu.pci_address:
             index = next((i for i, g in self.gpus.items() if g.pci_address == gpu.pci_address), index)
@@ -245,6 +248,7 @@ def _unreachable_gpu(b: _Builder, address: str, why: str, where: str) -> None:
     b.notes.append(f"nvidia-smi could not open the GPU at {address}: {why} ({where})")
     if "lost" not in why.lower():
         return
+    check_count("GPUs", len(b.gpus) + 1, MAX_GPUS)
     index = next((i for i, g in b.gpus.items() if g.pci_address == address), None)
     if index is None:
         known = sorted({g.pci_address for g in b.gpus.values() if g.pci_address} | {address})

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 
 from topodoc import model, pciaddr
+from topodoc.numbers import check_count
 from topodoc.topology import c2c, graph, nvlink, pcitree, rates, shape
 from topodoc.topology.types import (
     GPU,
@@ -42,8 +43,15 @@ class _Ctx:
     gpu_hops: dict[int, Hop]
 
 
+MAX_GPUS = 128  # one OS instance: 8-20 GPUs today (GB200 NVL72 trays show 4 each)
+MAX_NICS = 1024  # network devices with SR-IOV functions; the widest real topo -m has 76 RDMA NICs
+
+
 def derive(snapshot: model.Snapshot) -> Topology:
-    """Derive paths, classes and the machine's shape from one snapshot."""
+    """Derive paths, classes and the machine's shape from one snapshot (:class:`topodoc.numbers.LimitError`
+    for more GPUs or NICs than one machine has: the pairs below are quadratic, the relays cubic)."""
+    check_count("GPUs", len(snapshot.gpus), MAX_GPUS)
+    check_count("network devices", len(snapshot.nics), MAX_NICS)
     links = nvlink.gpu_links(snapshot)
     gpus = tuple(_gpu_end(snapshot, gpu, links[gpu.index]) for gpu in snapshot.gpus)
     nics = _nic_ends(snapshot)

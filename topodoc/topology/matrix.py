@@ -15,6 +15,7 @@ and the rest.
 from __future__ import annotations
 
 from topodoc import model
+from topodoc.cpuset import CpuSet, CpuSetError
 from topodoc.topology.types import CellDiff, Topology
 
 AFFINITY_COLUMNS = {
@@ -54,18 +55,15 @@ def _keys(matrix: model.ConnectionMatrix) -> dict[str, str]:
     return keys
 
 
-def cpuset(text: str | None) -> frozenset[int] | str | None:
-    """"0-31,64-95" -> the CPU numbers; text that is not a CPU list comes back unchanged."""
+def cpuset(text: str | None) -> CpuSet | str | None:
+    """"0-31,64-95" -> the CPUs as bounded ranges (never expanded); text that is not a CPU list (or names
+    CPUs no machine has) comes back stripped, compared as text."""
     if text is None:
         return None
-    cpus: set[int] = set()
     try:
-        for part in text.replace(" ", "").split(","):
-            lo, _, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
+        return CpuSet.parse(text.replace(" ", ""))
+    except CpuSetError:
         return text.strip()
-    return frozenset(cpus)
 
 
 def compare(derived: model.ConnectionMatrix, printed: model.ConnectionMatrix) -> list[CellDiff]:

@@ -367,7 +367,7 @@ def _one_machine(hosts, conns, size: int) -> tuple[int | None, tuple]:
     printed = {c.rank for c in conns}
     reached = printed | {c.peer for c in conns}
     world = size or max(reached) + 1
-    if printed != set(range(world)) or not reached <= printed:
+    if len(printed) != world or min(printed) != 0 or max(printed) != world - 1 or not reached <= printed:
         return None, ()
     first = {}
     for c in conns:
