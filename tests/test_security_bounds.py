@@ -93,6 +93,16 @@ REVIEWED_RANGES = {
     ("topodoc/report/safe.py", "_UNSAFE = [c for c in range(0x20)"): "constant code points",
     ("topodoc/report/safe.py", "range(0x202A, 0x202F)"): "constant code points",
     ("topodoc/report/safe.py", "range(0x2066, 0x206A)"): "constant code points",
+    ("topodoc/agent/http.py", "range(ACCEPT_BATCH)"): "constant",
+    ("topodoc/fleet/fetch.py", "range(MAX_REDIRECTS + 1)"): "constant",
+    ("topodoc/fleet/fetch.py", "set(range(256))"): "constant byte values",
+    ("topodoc/parsers/nccl_topo_xml.py", "range(0, 8, 2)"): "constant",
+    ("topodoc/rules/p2ptest.py", "range(len(r.values))"): "len of a list",
+    ("topodoc/fabric/plan.py", "range(1, links + 1)"): "links <= the switch radix, refused beyond 2..4096",
+    ("topodoc/fabric/diagram.py", "range(units) if one_by_one"): "units <= MAX_UNITS when drawn one by one",
+    ("topodoc/fabric/diagram.py", "range(planes)"): "rails <= 1024 (--nics-per-node)",
+    ("topodoc/fabric/diagram.py", "range(p.spine_groups)"): "a plan's spine groups: at most the radix (<= 4096)",
+    ("topodoc/fabric/diagram.py", "range(core_groups)"): "1 or the rails (<= 1024)",
 }
 BOUNDED_MODULES = {"topodoc/cpuset.py", "topodoc/numbers.py"}
 

@@ -99,9 +99,10 @@ def run(request: Request) -> Diagnosis:
     given = request.source or request.logs or request.nccl_tests
     if texts and not _usable(facts, texts, machine) and not given:
         rows = tuple(_file_row(i, texts, log_names) for i in texts if not i.secondary)
-        raise DiagnosisError(
-            "no input was recognized:\n" + "\n".join(f"  {r['path']}: {r.get('note') or r['taken_as']}"
-                                                      for r in rows), rows)
+        said = [f"{r['path']}: {r.get('note') or r['taken_as']}" for r in rows]
+        # one line for one file; a line per file for several
+        text = said[0] if len(said) == 1 else "\n" + "\n".join(f"  {line}" for line in said)
+        raise DiagnosisError(f"no input was recognized: {text}", rows)
     rules = request.rules
     if rules is None:
         from topodoc.rules.registry import RULES

@@ -99,6 +99,7 @@ def render_comparisons(comparisons) -> str:
     return "\n".join(f"[{marks[c.verdict]}] {c.explanation}" for c in comparisons)
 
 
+@human
 def render_cluster(est) -> str:
     """The cross-node estimate: each collective that leaves the node, per step, then the verdict."""
     job, m, net = est.job, est.job.model, est.network

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from topodoc.fabric.plan import FabricPlan
+from topodoc.report.safe import human
 
 TIER_NAMES = {1: "one tier", 2: "two tiers (leaf / spine)", 3: "three tiers (leaf / spine / core)"}
 
@@ -13,6 +14,7 @@ def _wrap(text: str, indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, 100, initial_indent=indent + "- ", subsequent_indent=indent + "  ")
 
 
+@human
 def render_plan(p: FabricPlan) -> str:
     sw = p.switch
     head = "DGX SuperPOD rule" if p.reference == "superpod" else p.topology
@@ -69,6 +71,7 @@ def render_plan(p: FabricPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+@human
 def render_check(result) -> str:
     seen = f"observed: {result.observed_nodes} node(s)" if result.observed_nodes else "observed: no node read"
     if result.log_hosts is not None:

@@ -34,7 +34,7 @@ def render_text(report: FleetReport) -> str:
         out.extend(_difference(d) for d in _fold(benign))
     if report.racks is not None:
         out.append("")
-        out.extend(render_racks(report.racks))
+        out.extend(_rack_lines(report.racks))
     if len(report.groups) > 1:
         out.append("")
         out.append("Groups of identical nodes:")
@@ -151,7 +151,7 @@ def render_rails(rails) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_racks(racks) -> list[str]:
+def _rack_lines(racks) -> list[str]:
     """NVLink-domain trays: each tray's domain (cluster UUID / clique), GPUs, NVLinks, fabric state."""
     rack = racks.rack_domain or "none (no domain holds more than half of the trays: several racks?)"
     out = [f"NVLink domains (NVL72-style trays; the rack's domain: {rack}):"]
