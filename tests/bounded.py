@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import resource
 import subprocess
 import sys
 import tarfile
@@ -36,17 +35,20 @@ class Bounded:
 def run_bounded(*args: str, limit_mb: int = 512, timeout: float = 10.0, stdin: bytes | None = None,
                 env: dict | None = None) -> Bounded:
     """``python -m topodoc ARGS`` with address space capped at ``limit_mb`` and killed after ``timeout``;
-    the peak RSS is this child's own (``os.wait4``), not the maximum over every child so far."""
-    def cap():
-        resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
+    the peak RSS is this child's own (``os.wait4``), not the maximum over every child so far. The cap is set
+    by a small launcher that then execs the command (no ``preexec_fn``): a child forked from a big test
+    process would start with the parent's pages in its RSS, and its peak would be the parent's."""
+    launcher = (f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({limit_mb << 20}, "
+                f"{limit_mb << 20})); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'topodoc', *sys.argv[1:]])")
 
     full_env = {**os.environ, "TOPODOC_JOBS": "1", "NO_COLOR": "1", **(env or {})}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
         inp.write(stdin or b"")
         inp.seek(0)
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "topodoc", *args], stdin=inp, stdout=out, stderr=err,
-                                preexec_fn=cap, env=full_env)
+        proc = subprocess.Popen([sys.executable, "-c", launcher, *args], stdin=inp, stdout=out, stderr=err,
+                                env=full_env)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:

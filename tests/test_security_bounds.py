@@ -101,7 +101,7 @@ REVIEWED_RANGES = {
     ("topodoc/fabric/plan.py", "range(1, links + 1)"): "links <= the switch radix, refused beyond 2..4096",
     ("topodoc/fabric/diagram.py", "range(units) if one_by_one"): "units <= MAX_UNITS when drawn one by one",
     ("topodoc/fabric/diagram.py", "range(planes)"): "rails <= 1024 (--nics-per-node)",
-    ("topodoc/fabric/diagram.py", "range(p.spine_groups)"): "a plan's spine groups: at most the radix (<= 4096)",
+    ("topodoc/fabric/diagram.py", "range(p.spine_groups)"): "at most the radix (<= 4096)",
     ("topodoc/fabric/diagram.py", "range(core_groups)"): "1 or the rails (<= 1024)",
 }
 BOUNDED_MODULES = {"topodoc/cpuset.py", "topodoc/numbers.py"}
