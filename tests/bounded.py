@@ -32,36 +32,57 @@ class Bounded:
     timed_out: bool
 
 
+_LAUNCHER = """
+import os, resource, sys
+limit, report, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.execv(sys.executable, [sys.executable, "-m", "topodoc", *args])
+_pid, status, usage = os.wait4(pid, 0)
+with open(report, "w") as handle:
+    handle.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_bounded(*args: str, limit_mb: int = 512, timeout: float = 10.0, stdin: bytes | None = None,
                 env: dict | None = None) -> Bounded:
-    """``python -m topodoc ARGS`` with address space capped at ``limit_mb`` and killed after ``timeout``;
-    the peak RSS is this child's own (``os.wait4``), not the maximum over every child so far. The cap is set
-    by a small launcher that then execs the command (no ``preexec_fn``): a child forked from a big test
-    process would start with the parent's pages in its RSS, and its peak would be the parent's."""
-    launcher = (f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({limit_mb << 20}, "
-                f"{limit_mb << 20})); "
-                "os.execv(sys.executable, [sys.executable, '-m', 'topodoc', *sys.argv[1:]])")
+    """``python -m topodoc ARGS`` with address space capped at ``limit_mb`` and killed after ``timeout``.
 
+    The peak RSS is the command's own: a small launcher forks and execs it and reports its ``wait4``
+    ``ru_maxrss``. (A child forked, or vforked, straight from a big test process carries that process's
+    peak into its own ``ru_maxrss`` across the exec; the launcher's child starts from the launcher's.)"""
     full_env = {**os.environ, "TOPODOC_JOBS": "1", "NO_COLOR": "1", **(env or {})}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp, \
+            tempfile.TemporaryDirectory() as scratch:
         inp.write(stdin or b"")
         inp.seek(0)
+        report = os.path.join(scratch, "maxrss")
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", launcher, *args], stdin=inp, stdout=out, stderr=err,
-                                env=full_env)
-        killer = threading.Timer(timeout, proc.kill)
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(limit_mb << 20), report, *args],
+                                stdin=inp, stdout=out, stderr=err, env=full_env, start_new_session=True)
+        killer = threading.Timer(timeout, lambda: _kill_group(proc.pid))
         killer.start()
         try:
-            _pid, status, rusage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             killer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - start
         out.seek(0)
         err.seek(0)
+        peak_kb = int(Path(report).read_text() or 0) if os.path.exists(report) else 0
         return Bounded(proc.returncode, out.read().decode("utf-8", "replace"),
-                       err.read().decode("utf-8", "replace"), rusage.ru_maxrss / 1024, wall,
-                       wall >= timeout)
+                       err.read().decode("utf-8", "replace"), peak_kb / 1024, wall, wall >= timeout)
+
+
+def _kill_group(pid: int) -> None:
+    import contextlib
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def rewrite_recording(source: Path, target: Path, edits: dict) -> Path:
