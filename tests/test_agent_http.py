@@ -396,3 +396,21 @@ def test_the_manifest_requires_the_token_and_admits_only_the_scraper():
     policy = text[text.index("kind: NetworkPolicy"):]
     assert "policyTypes: [Ingress]" in policy and "app.kubernetes.io/name: prometheus" in policy
     assert "port: 9612" in policy
+
+
+def test_metrics_negotiate_openmetrics_and_gzip_through_prometheus_client(served):
+    """Issue 23: the exposition format and gzip are negotiated with prometheus_client's helpers."""
+    import gzip
+    import urllib.request
+
+    _, _http, port = served
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={
+        "Accept": "application/openmetrics-text; version=1.0.0", "Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        body, kind, encoding = reply.read(), reply.headers["Content-Type"], reply.headers["Content-Encoding"]
+    assert kind.startswith("application/openmetrics-text") and encoding == "gzip"
+    text = gzip.decompress(body).decode()
+    assert text.rstrip().endswith("# EOF") and "topodoc_" in text
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert reply.headers["Content-Encoding"] is None and b"# EOF" not in reply.read()

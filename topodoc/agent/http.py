@@ -30,7 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
 TEXT = "text/plain; charset=utf-8"
 JSON = "application/json"
 OPEN_PATHS = frozenset({"/metrics", "/healthz"})
@@ -188,8 +188,12 @@ class AgentHttp:
             challenge = 'WWW-Authenticate: Bearer realm="topodoc"'
             await self._send(conn, (401, TEXT, body), method, extra=(challenge,))
             return
-        await self._send(conn, await self._render(path), method,
-                         extra=() if path in OPEN_PATHS else ("Cache-Control: no-store",))
+        variant = _metrics_variant(headers) if path == "/metrics" else ("", "")
+        answer = await self._render(path, variant)
+        extra = () if path in OPEN_PATHS else ("Cache-Control: no-store",)
+        if path == "/metrics" and variant[1]:
+            extra += ("Content-Encoding: gzip", "Vary: Accept, Accept-Encoding")
+        await self._send(conn, answer, method, extra=extra)
 
     async def _read_head(self, conn: _Conn):
         """(method, path, headers) or None after answering a bad request; raises TimeoutError."""
@@ -232,30 +236,32 @@ class AgentHttp:
         conn.sock.shutdown(socket.SHUT_WR)
 
     # -- rendering -----------------------------------------------------------------------------------
-    async def _render(self, path: str) -> tuple[int, str, bytes]:
-        """The answer for ``path``: cached for CACHE_S, one render at a time shared by every waiter."""
-        cached = self._cache.get(path)
+    async def _render(self, path: str, variant: tuple[str, str] = ("", "")) -> tuple[int, str, bytes]:
+        """The answer for ``path`` (and ``/metrics``' format and encoding): cached for CACHE_S, one render
+        at a time shared by every waiter."""
+        key = (path, *variant)
+        cached = self._cache.get(key)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
-        future = self._inflight.get(path)
+        future = self._inflight.get(key)
         if future is None:
-            future = asyncio.wrap_future(self.pool.submit(self._render_now, path))
-            self._inflight[path] = future
-            future.add_done_callback(lambda done, p=path: self._rendered(p, done))
+            future = asyncio.wrap_future(self.pool.submit(self._render_now, path, variant))
+            self._inflight[key] = future
+            future.add_done_callback(lambda done, k=key: self._rendered(k, done))
         try:
             return await asyncio.wait_for(asyncio.shield(future), RENDER_TIMEOUT)
         except TimeoutError:
             return 503, TEXT, b"busy: the answer is still being rendered, try again\n"
 
-    def _rendered(self, path: str, future: asyncio.Future) -> None:
-        self._inflight.pop(path, None)
+    def _rendered(self, key: tuple, future: asyncio.Future) -> None:
+        self._inflight.pop(key, None)
         if not future.cancelled() and future.exception() is None:
-            self._cache[path] = (time.monotonic() + CACHE_S, future.result())
+            self._cache[key] = (time.monotonic() + CACHE_S, future.result())
 
-    def _render_now(self, path: str) -> tuple[int, str, bytes]:
+    def _render_now(self, path: str, variant: tuple[str, str] = ("", "")) -> tuple[int, str, bytes]:
         """In a render worker: never raises (a renderer bug is a 500 and an error in /healthz)."""
         try:
-            return render(self.agent, path)
+            return render(self.agent, path, variant)
         except Exception as err:
             self.agent.report_error("http", f"{path}: {type(err).__name__}: {err}")
             return 500, TEXT, f"internal error: {type(err).__name__}\n".encode()
@@ -282,12 +288,22 @@ def _whole(head: bytes) -> bool:
     return b"\r\n\r\n" in head or b"\n\n" in head
 
 
-def render(agent, path: str) -> tuple[int, str, bytes]:
-    """(status, content type, body) of one endpoint, from the agent's current state."""
-    if path == "/metrics":
-        from topodoc.report.prometheus import render as prometheus
+def _metrics_variant(headers: dict[str, str]) -> tuple[str, str]:
+    """What a scrape negotiates: ("openmetrics" or "", "gzip" or "") from Accept and Accept-Encoding."""
+    accept = headers.get("accept", "")
+    wants = "openmetrics" if "application/openmetrics-text" in accept else ""
+    return wants, "gzip" if "gzip" in headers.get("accept-encoding", "").lower() else ""
 
-        return 200, PROMETHEUS_TYPE, prometheus(agent.view())
+
+def render(agent, path: str, variant: tuple[str, str] = ("", "")) -> tuple[int, str, bytes]:
+    """(status, content type, body) of one endpoint, from the agent's current state; ``/metrics`` in the
+    format and encoding the scraper asked for (prometheus_client's exposition)."""
+    if path == "/metrics":
+        from topodoc.report.prometheus import exposition
+
+        accept = "application/openmetrics-text; version=1.0.0" if variant[0] else ""
+        content_type, body, _zipped = exposition(agent.view(), accept, variant[1])
+        return 200, content_type, body
     if path == "/healthz":
         doc = agent.health_document()
         return (200 if doc["status"] == "ok" else 503), JSON, _json(doc)

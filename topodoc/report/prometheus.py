@@ -59,10 +59,29 @@ _HELP = {name: text for name, _, text in METRICS}
 
 
 def render(view) -> bytes:
+    """The Prometheus text format (what ``--textfile`` writes)."""
+    return generate_latest(_registry(view))
+
+
+def exposition(view, accept: str = "", accept_encoding: str = "") -> tuple[str, bytes, bool]:
+    """``(content type, body, gzipped)`` for a scrape: OpenMetrics when the scraper's ``Accept`` asks for
+    it, else the text format (prometheus_client's ``choose_encoder``), gzip when ``Accept-Encoding``
+    allows it."""
+    import gzip
+
+    from prometheus_client.exposition import choose_encoder
+
+    encoder, content_type = choose_encoder(accept)
+    body = encoder(_registry(view))
+    zipped = "gzip" in accept_encoding.lower()
+    return content_type, gzip.compress(body, compresslevel=6) if zipped else body, zipped
+
+
+def _registry(view) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(view))
     ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
-    return generate_latest(registry)
+    return registry
 
 
 class _Collector:
