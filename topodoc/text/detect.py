@@ -185,6 +185,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("setpci", "setpci (ACS Control reads/writes)", _looks("setpci")),
     Kind("ulimit", "ulimit -a", _looks("ulimit")),
     Kind("lsmod", "lsmod", _looks("lsmod")),
+    Kind("shm", "df -h /dev/shm / mount | grep shm / /proc/mounts", _looks("shm")),
     Kind("rdma-link", "rdma link", _looks("rdma_link")),
     Kind("ibv-devices", "ibv_devices", _looks("ibv_devices")),
     Kind("kernel-cmdline", "kernel command line (/proc/cmdline, GRUB_CMDLINE_LINUX)", _looks("cmdline")),
@@ -214,7 +215,7 @@ def _unknown_reason(head: str) -> str:
         "no known marks (nvidia-smi topo -m/-q/nvlink, nvidia-smi table or -L, NCCL log, nccl-tests, a "
         "traceback with an NCCL error, lspci, setpci, ibstat, ibv_devinfo, ibdev2netdev, show_gids, rdma "
         "link, dmesg, Fabric Manager, p2pBandwidthLatencyTest/simpleP2P, NCCL_* settings, ulimit, lsmod, "
-        "kernel command line, hwloc or NCCL XML, topodoc probe --json)"
+        "df or mount lines for /dev/shm, kernel command line, hwloc or NCCL XML, topodoc probe --json)"
     )
 
 
