@@ -114,3 +114,17 @@ def test_a_multi_command_paste_reads_the_df_region_as_shm():
     parts = _by_region(parse_text("x.txt", text))
     assert [p.kind for p in parts] == ["ulimit", "shm"]
     assert parts[1].parsed.mounts[0].line == 5
+
+
+def test_a_bare_shm_segment_failure_line_is_read_by_the_catalogue(tmp_path):
+    """The line as quoted in fal-ai-community/video-diffusion-speedrun#2, without NCCL's prefix: its
+    catalogue example makes the literal a scan gate, so the log analyzer reads it in any text."""
+    from topodoc import catalogue
+    from topodoc.parsers.nccl_log import analyze
+
+    line = "Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)"
+    assert line in {ex.line for sig in catalogue.signatures() for ex in sig.examples}
+    path = tmp_path / "paste.txt"
+    path.write_text("tmpfs            64M     0   64M   0% /dev/shm\n" + line + "\n")
+    text = str(analyze([str(path)], catalogue.scan_literals()))
+    assert "shm-create-segment-failed" in text
