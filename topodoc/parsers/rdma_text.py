@@ -1,9 +1,11 @@
-"""RDMA tool outputs: ``ibstat``, ``ibstatus``, ``ibv_devinfo [-v]``, ``ibdev2netdev``, ``show_gids``.
+"""RDMA tool outputs: ``ibstat``, ``ibstatus``, ``ibv_devinfo [-v]``, ``ibdev2netdev [-v]``, ``show_gids``.
 
 ``ibstat``/``ibstatus``/``ibv_devinfo`` give :class:`~topodoc.model.Nic` objects with their ports (state,
 physical state, rate, link layer); ``ibdev2netdev`` maps devices to netdevs (and, through predictable
-netdev names such as ``ibp26s0`` or ``enp27s0f0np0``, to a PCI address, marked as inferred);
-``show_gids`` gives each port's GIDs. Unreadable lines are listed in ``damaged``.
+netdev names such as ``ibp26s0`` or ``enp27s0f0np0``, to a PCI address, marked as inferred; ``-v`` prints
+the PCI address, firmware and port state itself); ``show_gids`` gives each port's GIDs, as do
+``ibv_devinfo -v``'s ``GID[ N]:`` rows; an ``ibv_devinfo`` port section quoted without its ``hca_id:``
+line is read as device :data:`HEADERLESS`. Unreadable lines are listed in ``damaged``.
 """
 
 from __future__ import annotations
@@ -181,6 +183,12 @@ def _parse_ibstatus(text: str) -> RdmaResult:
 
 _HCA = regex.compile(r"^hca_id:\s*(?P<name>\S+)")
 _DEVKV = regex.compile(r"^\s+(?P<k>[A-Za-z_\[\]0-9]+):\s*(?P<v>.*?)\s*$")
+# "GID[  0]:  fe80:0000:...", rdma-core 28+ adds ", RoCE v2"; "**" where a paste bolded the line in markdown
+_DEVGID = regex.compile(
+    r"^\s*(?:\*\*)?GID\[\s*(?P<idx>\d{1,5})\]:\s*(?P<gid>[0-9a-fA-F:.]{2,45})"
+    r"(?:,\s*(?P<type>RoCE v2|RoCE v1|IB/RoCE v1))?\s*(?:\*\*)?\s*$"
+)
+HEADERLESS = "?"  # the name of a device whose hca_id: line is not in the paste
 _WIDTH = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
 
 
@@ -195,7 +203,22 @@ def parse_ibv_devinfo(text: str) -> RdmaResult:
             hcas.append({"name": hca["name"], "kv": {}, "ports": []})
             lines[hca["name"]] = number
             continue
+        gid = _DEVGID.match(line)
+        if gid:
+            if hcas and hcas[-1]["ports"]:
+                hcas[-1]["ports"][-1].setdefault("gids", []).append(
+                    Gid(index=int(gid["idx"]), gid=gid["gid"], type=gid["type"])
+                )
+            else:
+                orphans.append(number)
+            continue
         kv = _DEVKV.match(line)
+        if kv and not hcas and kv["k"] == "port":  # a port section quoted without its device's hca_id: line
+            hcas.append({"name": HEADERLESS, "kv": {}, "ports": []})
+            damaged.append(
+                f"line {number}: a port section without its hca_id: line (the device header was cut): "
+                f"the device is shown as {HEADERLESS}"
+            )
         if kv and hcas:
             if kv["k"] == "port":
                 hcas[-1]["ports"].append({"port": int(kv["v"]) if kv["v"].isdigit() else 0, "line": number})
@@ -256,6 +279,7 @@ def _devinfo_port(p: dict) -> NicPort:
         rate_gbps=rate,
         rate_text=f"{p.get('active_width')} x {p.get('active_speed')}" if rate else None,
         link_layer=p.get("link_layer"),
+        gids=tuple(p.get("gids", ())),
     )
 
 
@@ -273,13 +297,27 @@ def netdev_pci(name: str) -> str | None:
     return f"{int(m['dom'] or 0):04x}:{int(m['bus']):02x}:{int(m['slot']):02x}.{int(m['fn'] or 0)}"
 
 
+# ``ibdev2netdev -v`` (the script's echo line: "$x $d ($devid - $partid) $devdesc fw $fwver port $port
+# ($ibstate) ==> $eth ($link_state)", the PCI address first and the port state padded to 6 characters)
+_I2N_V = regex.compile(
+    r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<dev>\S+)\s+\((?P<devid>[^()]{0,80})\)"
+    r"[^\n]{0,200}?\sfw\s+(?P<fw>\S+)\s+port\s+(?P<port>\d+)\s+\((?P<ibstate>[A-Za-z_]{1,20})\s*\)\s+==>\s+"
+    r"(?P<net>\S+)\s+\((?P<st>Up|Down)\)"
+)
+
+
 def parse_ibdev2netdev(text: str) -> RdmaResult:
     nics: dict[str, list] = {}
     lines: dict[str, int] = {}
     links: dict[str, str] = {}
     damaged: list[str] = []
+    verbose: dict[str, dict] = {}  # -v: the device's PCI address, firmware and port states
     for number, line in enumerate(text.split("\n"), start=1):
-        m = _I2N.match(line.strip())
+        m = _I2N.match(line.strip()) or _I2N_V.match(line.strip())
+        if m and "pci" in m.groupdict():
+            info = verbose.setdefault(m["dev"], {"pci": m["pci"], "fw": m["fw"], "ports": []})
+            state = m["ibstate"]
+            info["ports"].append(NicPort(port=int(m["port"]), state=None if state == "NA" else _state(state)))
         if m:
             nics.setdefault(m["dev"], []).append(m["net"])
             lines.setdefault(m["dev"], number)
@@ -289,9 +327,25 @@ def parse_ibdev2netdev(text: str) -> RdmaResult:
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     if not nics:
         raise RdmaParseError("no '<dev> port N ==> <netdev> (Up|Down)' lines")
-    out = tuple(Nic(name=dev, kind=_kind(dev, None), netdevs=tuple(nets)) for dev, nets in nics.items())
-    inferred = {dev: addr for dev, nets in nics.items() if (addr := netdev_pci(nets[0]))}
+    out = tuple(
+        Nic(
+            name=dev,
+            kind=_kind(dev, None),
+            netdevs=tuple(nets),
+            pci_address=_full_pci(verbose[dev]["pci"]) if dev in verbose else None,
+            fw_version=verbose[dev]["fw"] if dev in verbose and verbose[dev]["fw"] != "NA" else None,
+            ports=tuple(verbose[dev]["ports"]) if dev in verbose else (),
+        )
+        for dev, nets in nics.items()
+    )
+    inferred = {
+        dev: addr for dev, nets in nics.items() if dev not in verbose and (addr := netdev_pci(nets[0]))
+    }
     return RdmaResult("ibdev2netdev", out, lines, links, inferred, tuple(damaged))
+
+
+def _full_pci(address: str) -> str:
+    return address.lower() if address.count(":") == 2 else f"0000:{address.lower()}"
 
 
 # ---- show_gids ----

@@ -145,9 +145,23 @@ KINDS: tuple[Kind, ...] = (
         ),
     ),
     Kind(
-        "ibv-devinfo", "ibv_devinfo", _all(_has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)"))
+        "ibv-devinfo",
+        "ibv_devinfo",
+        _any(
+            _all(_has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)")),
+            # a port section quoted without its hca_id: line (ibv_devinfo -v's port attributes, GID table)
+            _all(
+                _has(r"^\s+port:\s+\d+\s*$"),
+                _has(r"^\s+(?:state:\s+PORT_[A-Z]+|link_layer:\s+(?:InfiniBand|Ethernet)\s*$)"),
+            ),
+        ),
     ),
-    Kind("ibdev2netdev", "ibdev2netdev", _has(r"^\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
+    Kind(
+        "ibdev2netdev",
+        "ibdev2netdev",
+        _has(r"^(?:\S+|" + _PCI_ADDR + r"\s+\S+\s+\([^()\n]{0,80}\)[^\n]{0,200}?\sfw\s+\S+)\s+port\s+\d+\s+"
+             r"(?:\([A-Za-z_]{1,20}\s*\)\s+)?==>\s+\S+\s+\((?:Up|Down)\)"),
+    ),
     Kind(
         "show-gids",
         "show_gids",
