@@ -85,3 +85,15 @@ def test_new_patterns_stay_linear_on_hostile_lines():
             parse(text)
     detect.detect(text)
     assert time.perf_counter() - start < 5.0
+
+
+def test_an_empty_show_gids_is_read_and_noted(tmp_path):
+    """Mellanox/k8s-rdma-sriov-dev-plugin#30: show_gids in a pod prints its header and n_gids_found=0."""
+    from topodoc import text
+
+    path = ROOT / "fixtures/text/show-gids/calico-pod-no-gids.txt"
+    item = parse_text(str(path), path.read_text())
+    assert item.kind == "show-gids" and not item.damaged  # the prompt line is no damage
+    assert item.parsed.gids_found == (0, 4) and item.parsed.nics == ()
+    built = text.build([item])
+    assert any("n_gids_found=0" in note and ":4)" in note for note in built.notes)

@@ -29,6 +29,7 @@ class RdmaResult:
     netdev_links: dict[str, str] = field(default_factory=dict)  # ibdev2netdev: "mlx5_0:1" -> "Up"/"Down"
     inferred_pci: dict[str, str] = field(default_factory=dict)  # nic -> PCI address from its netdev name
     damaged: tuple[str, ...] = ()
+    gids_found: tuple[int, int] | None = None  # show_gids' "n_gids_found=N": (N, line)
 
 
 _STATE = {
@@ -356,7 +357,11 @@ _GID = regex.compile(
 )
 
 
+_PROMPT = regex.compile(r"[$#>]\s{0,8}(?:sudo\s{1,8})?show_gids\b")
+
+
 def parse_show_gids(text: str) -> RdmaResult:
+    total: tuple[int, int] | None = None
     gids: dict[tuple[str, int], list[Gid]] = {}
     lines: dict[str, int] = {}
     damaged: list[str] = []
@@ -368,7 +373,9 @@ def parse_show_gids(text: str) -> RdmaResult:
                 Gid(index=int(m["idx"]), gid=m["gid"], type=kind, netdev=m["net"])
             )
             lines.setdefault(f"{m['dev']}:{m['port']}", number)
-        elif line.strip() and not regex.match(r"^(?:DEV\s|---|n_gids_found)", line.strip()):
+        elif found := regex.match(r"^n_gids_found=(\d{1,6})\s*$", line.strip()):
+            total = (int(found[1]), number)
+        elif line.strip() and not regex.match(r"^(?:DEV\s|---)", line.strip()) and not _PROMPT.search(line):
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     if not gids and not regex.search(r"(?m)^DEV\s+PORT\s+INDEX", text):
         raise RdmaParseError("no show_gids rows (DEV PORT INDEX GID IPv4 VER DEV)")
@@ -384,7 +391,7 @@ def parse_show_gids(text: str) -> RdmaResult:
         )
         for dev, ports in by_dev.items()
     )
-    return RdmaResult("show_gids", nics, lines, damaged=tuple(damaged))
+    return RdmaResult("show_gids", nics, lines, damaged=tuple(damaged), gids_found=total)
 
 
 def merge_nic(old: Nic, new: Nic) -> Nic:
