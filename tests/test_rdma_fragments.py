@@ -97,3 +97,16 @@ def test_an_empty_show_gids_is_read_and_noted(tmp_path):
     assert item.parsed.gids_found == (0, 4) and item.parsed.nics == ()
     built = text.build([item])
     assert any("n_gids_found=0" in note and ":4)" in note for note in built.notes)
+
+
+def test_ibstatus_second_paste_reads_roce_ports_and_the_cut_device():
+    """NVIDIA/nccl#1866: ibstatus of RoCE ports, the paste cut inside the third device."""
+    path = ROOT / "fixtures/text/ibstat/ibstatus-roce-active-cut.txt"
+    item = parse_text(str(path), path.read_text())
+    assert item.kind == "ibstat" and item.parsed.tool == "ibstatus"
+    first, second, cut = item.parsed.nics
+    assert [(p.state, p.phys_state, p.rate_gbps, p.link_layer) for p in first.ports + second.ports] == [
+        ("ACTIVE", "LinkUp", 100.0, "Ethernet")
+    ] * 2
+    assert first.kind == "roce" and cut.ports[0].state is None  # the cut device's state is not claimed
+    assert item.damaged == ("line 21: not read: bas",)
