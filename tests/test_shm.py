@@ -53,8 +53,9 @@ def test_a_mount_line_without_size_gives_no_size():
 
 def test_proc_mounts_and_mount_size_option_and_wrapped_df_row():
     """Lines in the layouts the kernel and df print (no public paste of these three was found): a
-    /proc/mounts line with Docker's size=65536k, ``mount`` with size=1g, and a df row wrapped after a
-    long source name (GNU df without -P)."""
+    /proc/mounts line with the runtime's /dev/shm options (source shm, nosuid,noexec,nodev, size=65536k, as
+    in the OCI spec runc generates, e.g. NVIDIA/nvidia-container-toolkit test/input/test_spec.json),
+    ``mount`` with size=1g, and a df row wrapped after a long source name (GNU df without -P)."""
     text = (
         "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"
         "overlay / overlay rw,relatime,lowerdir=/a:/b 0 0\n"
