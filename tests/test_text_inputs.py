@@ -427,7 +427,7 @@ def test_nccl_1x_test_output_is_named_not_unrecognized() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["cuda_samples", "smi_table", "pytrace", "envlist", "fabricmanager", "setpci", "ulimit", "lsmod",
+    ["cuda_samples", "smi_table", "pytrace", "envlist", "fabricmanager", "setpci", "ulimit", "lsmod", "shm",
      "nccl1_tests", "rdma_link", "cmdline", "ibv_devices"],
 )
 def test_pasted_text_parsers_stay_linear_on_hostile_lines(module: str) -> None:

@@ -1,9 +1,11 @@
-"""RDMA tool outputs: ``ibstat``, ``ibstatus``, ``ibv_devinfo [-v]``, ``ibdev2netdev``, ``show_gids``.
+"""RDMA tool outputs: ``ibstat``, ``ibstatus``, ``ibv_devinfo [-v]``, ``ibdev2netdev [-v]``, ``show_gids``.
 
 ``ibstat``/``ibstatus``/``ibv_devinfo`` give :class:`~topodoc.model.Nic` objects with their ports (state,
 physical state, rate, link layer); ``ibdev2netdev`` maps devices to netdevs (and, through predictable
-netdev names such as ``ibp26s0`` or ``enp27s0f0np0``, to a PCI address, marked as inferred);
-``show_gids`` gives each port's GIDs. Unreadable lines are listed in ``damaged``.
+netdev names such as ``ibp26s0`` or ``enp27s0f0np0``, to a PCI address, marked as inferred; ``-v`` prints
+the PCI address, firmware and port state itself); ``show_gids`` gives each port's GIDs, as do
+``ibv_devinfo -v``'s ``GID[ N]:`` rows; an ``ibv_devinfo`` port section quoted without its ``hca_id:``
+line is read as device :data:`HEADERLESS`. Unreadable lines are listed in ``damaged``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class RdmaResult:
     netdev_links: dict[str, str] = field(default_factory=dict)  # ibdev2netdev: "mlx5_0:1" -> "Up"/"Down"
     inferred_pci: dict[str, str] = field(default_factory=dict)  # nic -> PCI address from its netdev name
     damaged: tuple[str, ...] = ()
+    gids_found: tuple[int, int] | None = None  # show_gids' "n_gids_found=N": (N, line)
 
 
 _STATE = {
@@ -181,6 +184,12 @@ def _parse_ibstatus(text: str) -> RdmaResult:
 
 _HCA = regex.compile(r"^hca_id:\s*(?P<name>\S+)")
 _DEVKV = regex.compile(r"^\s+(?P<k>[A-Za-z_\[\]0-9]+):\s*(?P<v>.*?)\s*$")
+# "GID[  0]:  fe80:0000:...", rdma-core 28+ adds ", RoCE v2"; "**" where a paste bolded the line in markdown
+_DEVGID = regex.compile(
+    r"^\s*(?:\*\*)?GID\[\s*(?P<idx>\d{1,5})\]:\s*(?P<gid>[0-9a-fA-F:.]{2,45})"
+    r"(?:,\s*(?P<type>RoCE v2|RoCE v1|IB/RoCE v1))?\s*(?:\*\*)?\s*$"
+)
+HEADERLESS = "?"  # the name of a device whose hca_id: line is not in the paste
 _WIDTH = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
 
 
@@ -195,7 +204,22 @@ def parse_ibv_devinfo(text: str) -> RdmaResult:
             hcas.append({"name": hca["name"], "kv": {}, "ports": []})
             lines[hca["name"]] = number
             continue
+        gid = _DEVGID.match(line)
+        if gid:
+            if hcas and hcas[-1]["ports"]:
+                hcas[-1]["ports"][-1].setdefault("gids", []).append(
+                    Gid(index=int(gid["idx"]), gid=gid["gid"], type=gid["type"])
+                )
+            else:
+                orphans.append(number)
+            continue
         kv = _DEVKV.match(line)
+        if kv and not hcas and kv["k"] == "port":  # a port section quoted without its device's hca_id: line
+            hcas.append({"name": HEADERLESS, "kv": {}, "ports": []})
+            damaged.append(
+                f"line {number}: a port section without its hca_id: line (the device header was cut): "
+                f"the device is shown as {HEADERLESS}"
+            )
         if kv and hcas:
             if kv["k"] == "port":
                 hcas[-1]["ports"].append({"port": int(kv["v"]) if kv["v"].isdigit() else 0, "line": number})
@@ -256,6 +280,7 @@ def _devinfo_port(p: dict) -> NicPort:
         rate_gbps=rate,
         rate_text=f"{p.get('active_width')} x {p.get('active_speed')}" if rate else None,
         link_layer=p.get("link_layer"),
+        gids=tuple(p.get("gids", ())),
     )
 
 
@@ -273,13 +298,27 @@ def netdev_pci(name: str) -> str | None:
     return f"{int(m['dom'] or 0):04x}:{int(m['bus']):02x}:{int(m['slot']):02x}.{int(m['fn'] or 0)}"
 
 
+# ``ibdev2netdev -v`` (the script's echo line: "$x $d ($devid - $partid) $devdesc fw $fwver port $port
+# ($ibstate) ==> $eth ($link_state)", the PCI address first and the port state padded to 6 characters)
+_I2N_V = regex.compile(
+    r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<dev>\S+)\s+\((?P<devid>[^()]{0,80})\)"
+    r"[^\n]{0,200}?\sfw\s+(?P<fw>\S+)\s+port\s+(?P<port>\d+)\s+\((?P<ibstate>[A-Za-z_]{1,20})\s*\)\s+==>\s+"
+    r"(?P<net>\S+)\s+\((?P<st>Up|Down)\)"
+)
+
+
 def parse_ibdev2netdev(text: str) -> RdmaResult:
     nics: dict[str, list] = {}
     lines: dict[str, int] = {}
     links: dict[str, str] = {}
     damaged: list[str] = []
+    verbose: dict[str, dict] = {}  # -v: the device's PCI address, firmware and port states
     for number, line in enumerate(text.split("\n"), start=1):
-        m = _I2N.match(line.strip())
+        m = _I2N.match(line.strip()) or _I2N_V.match(line.strip())
+        if m and "pci" in m.groupdict():
+            info = verbose.setdefault(m["dev"], {"pci": m["pci"], "fw": m["fw"], "ports": []})
+            state = m["ibstate"]
+            info["ports"].append(NicPort(port=int(m["port"]), state=None if state == "NA" else _state(state)))
         if m:
             nics.setdefault(m["dev"], []).append(m["net"])
             lines.setdefault(m["dev"], number)
@@ -289,9 +328,25 @@ def parse_ibdev2netdev(text: str) -> RdmaResult:
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     if not nics:
         raise RdmaParseError("no '<dev> port N ==> <netdev> (Up|Down)' lines")
-    out = tuple(Nic(name=dev, kind=_kind(dev, None), netdevs=tuple(nets)) for dev, nets in nics.items())
-    inferred = {dev: addr for dev, nets in nics.items() if (addr := netdev_pci(nets[0]))}
+    out = tuple(
+        Nic(
+            name=dev,
+            kind=_kind(dev, None),
+            netdevs=tuple(nets),
+            pci_address=_full_pci(verbose[dev]["pci"]) if dev in verbose else None,
+            fw_version=verbose[dev]["fw"] if dev in verbose and verbose[dev]["fw"] != "NA" else None,
+            ports=tuple(verbose[dev]["ports"]) if dev in verbose else (),
+        )
+        for dev, nets in nics.items()
+    )
+    inferred = {
+        dev: addr for dev, nets in nics.items() if dev not in verbose and (addr := netdev_pci(nets[0]))
+    }
     return RdmaResult("ibdev2netdev", out, lines, links, inferred, tuple(damaged))
+
+
+def _full_pci(address: str) -> str:
+    return address.lower() if address.count(":") == 2 else f"0000:{address.lower()}"
 
 
 # ---- show_gids ----
@@ -302,7 +357,11 @@ _GID = regex.compile(
 )
 
 
+_PROMPT = regex.compile(r"[$#>]\s{0,8}(?:sudo\s{1,8})?show_gids\b")
+
+
 def parse_show_gids(text: str) -> RdmaResult:
+    total: tuple[int, int] | None = None
     gids: dict[tuple[str, int], list[Gid]] = {}
     lines: dict[str, int] = {}
     damaged: list[str] = []
@@ -314,7 +373,9 @@ def parse_show_gids(text: str) -> RdmaResult:
                 Gid(index=int(m["idx"]), gid=m["gid"], type=kind, netdev=m["net"])
             )
             lines.setdefault(f"{m['dev']}:{m['port']}", number)
-        elif line.strip() and not regex.match(r"^(?:DEV\s|---|n_gids_found)", line.strip()):
+        elif found := regex.match(r"^n_gids_found=(\d{1,6})\s*$", line.strip()):
+            total = (int(found[1]), number)
+        elif line.strip() and not regex.match(r"^(?:DEV\s|---)", line.strip()) and not _PROMPT.search(line):
             damaged.append(f"line {number}: not read: {line.strip()[:80]}")
     if not gids and not regex.search(r"(?m)^DEV\s+PORT\s+INDEX", text):
         raise RdmaParseError("no show_gids rows (DEV PORT INDEX GID IPv4 VER DEV)")
@@ -330,7 +391,7 @@ def parse_show_gids(text: str) -> RdmaResult:
         )
         for dev, ports in by_dev.items()
     )
-    return RdmaResult("show_gids", nics, lines, damaged=tuple(damaged))
+    return RdmaResult("show_gids", nics, lines, damaged=tuple(damaged), gids_found=total)
 
 
 def merge_nic(old: Nic, new: Nic) -> Nic:

@@ -1,10 +1,14 @@
 """Rules on pasted host settings that GPUDirect RDMA and NCCL's network transport depend on: ``ulimit -a``
-(the locked-memory limit) and ``lsmod`` (the GPU peer-memory module), given to ``diagnose FILE...``.
+(the locked-memory limit), ``lsmod`` (the GPU peer-memory module) and ``df``/``mount`` lines for
+/dev/shm (NCCL's shared-memory transport), given to ``diagnose FILE...``.
 
 The ``texts`` fact holds ``(path, kind, parsed)``; these rules read kinds ``ulimit``
-(:mod:`topodoc.parsers.ulimit`) and ``lsmod`` (:mod:`topodoc.parsers.lsmod`), by attribute. Sources:
+(:mod:`topodoc.parsers.ulimit`), ``lsmod`` (:mod:`topodoc.parsers.lsmod`) and ``shm``
+(:mod:`topodoc.parsers.shm`), by attribute. Sources:
 NCCL's networking troubleshooting (ibv_reg_mr / ibv_create_qp failures: memlock) and GPU troubleshooting
-(DMA-BUF instead of nvidia-peermem), REFERENCE.md §1 lines 209, 251, 501.
+(DMA-BUF instead of nvidia-peermem), REFERENCE.md §1 lines 209, 251, 501;
+/dev/shm: NVIDIA/nccl#290, #342, #525 (posix_fallocate / Error while creating shared memory segment in
+containers), moby/moby#16168 (--shm-size, 64m default), pytorch/ci-infra#490 (emptyDir medium: Memory).
 """
 
 from __future__ import annotations
@@ -74,4 +78,49 @@ def peermem_not_loaded(texts) -> Iterator[Hit]:
         )
 
 
-RULES: tuple[Rule, ...] = (memlock_limited, peermem_not_loaded)
+DOCKER_SHM = 64 << 20  # docker run / create without --shm-size (moby/moby#16168: "the system uses 64m")
+SHM_NEARLY_FULL = 90  # Use% at or above which the next communicator's segments may not fit
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n < 1 << 30 else f"{n / (1 << 30):.1f} GiB"
+
+
+@rule(
+    "shm-too-small", "warning", ("shm", "container", "nccl"),
+    title="/dev/shm is Docker's 64 MiB default or smaller, or nearly full",
+    fix="docker run --shm-size=1g (or --ipc=host); Kubernetes: an emptyDir {medium: Memory} mounted at "
+    "/dev/shm; remove stale /dev/shm/nccl-* files; NCCL_SHM_DISABLE=1 only as a workaround (intra-node "
+    "traffic then goes through P2P or the network)",
+)
+def shm_too_small(texts) -> Iterator[Hit]:
+    for path, shm in _of(texts, "shm"):
+        for mount in shm.mounts:
+            size, pct = mount.size_bytes, mount.use_pct
+            where = Evidence("shm", f"{path}:{mount.line}", " ".join(mount.text.split()))
+            if size is not None and size <= DOCKER_SHM:
+                yield Hit(
+                    subject=mount.mountpoint,
+                    message=f"{mount.mountpoint} is {_mib(size)} ({mount.origin}), Docker's default when "
+                    "no --shm-size is given: NCCL's SHM transport (and, without cuMem host memory, its "
+                    "proxy buffers) creates one /dev/shm segment per connection to a local peer, about "
+                    "9.2 MB each with the default NCCL_BUFFSIZE (size 9637888 in NVIDIA/nccl#525 and "
+                    "pytorch/ci-infra#490), so a few GPUs in one container exhaust it: 'posix_fallocate "
+                    "failed : No space left on device', 'failed to extend /dev/shm/nccl-...', 'Error while "
+                    "creating shared memory segment' during communicator setup",
+                    evidence=(where,),
+                )
+            elif pct is not None and pct >= SHM_NEARLY_FULL:
+                left = f", {_mib(mount.avail_bytes)} free" if mount.avail_bytes is not None else ""
+                yield Hit(
+                    subject=mount.mountpoint,
+                    message=f"{mount.mountpoint} is {pct}% used{left}: NCCL's next shared-memory segments "
+                    "(about 9.2 MB per connection to a local peer) may not fit; segments left by killed "
+                    "jobs (/dev/shm/nccl-*, llm-d/llm-d#352) fill it over time. What holds the space is not "
+                    "in this paste: `ls -la /dev/shm` shows it",
+                    evidence=(where,),
+                    confidence=0.7,
+                )
+
+
+RULES: tuple[Rule, ...] = (memlock_limited, peermem_not_loaded, shm_too_small)

@@ -145,9 +145,23 @@ KINDS: tuple[Kind, ...] = (
         ),
     ),
     Kind(
-        "ibv-devinfo", "ibv_devinfo", _all(_has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)"))
+        "ibv-devinfo",
+        "ibv_devinfo",
+        _any(
+            _all(_has(r"^hca_id:\s*\S+"), _has(r"^\s+(?:port:|transport:|fw_ver:)")),
+            # a port section quoted without its hca_id: line (ibv_devinfo -v's port attributes, GID table)
+            _all(
+                _has(r"^\s+port:\s+\d+\s*$"),
+                _has(r"^\s+(?:state:\s+PORT_[A-Z]+|link_layer:\s+(?:InfiniBand|Ethernet)\s*$)"),
+            ),
+        ),
     ),
-    Kind("ibdev2netdev", "ibdev2netdev", _has(r"^\S+\s+port\s+\d+\s+==>\s+\S+\s+\((?:Up|Down)\)")),
+    Kind(
+        "ibdev2netdev",
+        "ibdev2netdev",
+        _has(r"^(?:\S+|" + _PCI_ADDR + r"\s+\S+\s+\([^()\n]{0,80}\)[^\n]{0,200}?\sfw\s+\S+)\s+port\s+\d+\s+"
+             r"(?:\([A-Za-z_]{1,20}\s*\)\s+)?==>\s+\S+\s+\((?:Up|Down)\)"),
+    ),
     Kind(
         "show-gids",
         "show_gids",
@@ -185,6 +199,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("setpci", "setpci (ACS Control reads/writes)", _looks("setpci")),
     Kind("ulimit", "ulimit -a", _looks("ulimit")),
     Kind("lsmod", "lsmod", _looks("lsmod")),
+    Kind("shm", "df -h /dev/shm / mount | grep shm / /proc/mounts", _looks("shm")),
     Kind("rdma-link", "rdma link", _looks("rdma_link")),
     Kind("ibv-devices", "ibv_devices", _looks("ibv_devices")),
     Kind("kernel-cmdline", "kernel command line (/proc/cmdline, GRUB_CMDLINE_LINUX)", _looks("cmdline")),
@@ -214,7 +229,7 @@ def _unknown_reason(head: str) -> str:
         "no known marks (nvidia-smi topo -m/-q/nvlink, nvidia-smi table or -L, NCCL log, nccl-tests, a "
         "traceback with an NCCL error, lspci, setpci, ibstat, ibv_devinfo, ibdev2netdev, show_gids, rdma "
         "link, dmesg, Fabric Manager, p2pBandwidthLatencyTest/simpleP2P, NCCL_* settings, ulimit, lsmod, "
-        "kernel command line, hwloc or NCCL XML, topodoc probe --json)"
+        "df or mount lines for /dev/shm, kernel command line, hwloc or NCCL XML, topodoc probe --json)"
     )
 
 

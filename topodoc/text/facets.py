@@ -36,8 +36,8 @@ def facets_of(s: Snapshot, facts: set[str]) -> frozenset[str]:
         found.add("nics")
     if any(p.state for n in rdma for p in n.ports):
         found.add("nic_ports")
-    if any(p.gids for n in rdma for p in n.ports):
-        found.add("gids")
+    if any(g.type for n in rdma for p in n.ports for g in p.gids):
+        found.add("gids")  # GIDs with their RoCE version (show_gids; old ibv_devinfo -v prints none)
     if any(d.link.width or d.link.speed_gts for d in s.pci.values()) or any(g.pcie_width for g in s.gpus):
         found.add("pcie_links")
     if any(d.acs_ctrl is not None for d in s.pci.values()):

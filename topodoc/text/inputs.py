@@ -42,6 +42,7 @@ TEXT_KINDS = {
     "setpci": "setpci",
     "ulimit": "ulimit",
     "lsmod": "lsmod",
+    "shm": "shm",  # df -h /dev/shm, mount | grep shm, /proc/mounts
     "nccl1-tests": "nccl1_tests",
     "kernel-cmdline": "cmdline",
     "ibv-devices": "ibv_devices",

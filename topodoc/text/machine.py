@@ -307,6 +307,13 @@ def _apply_rdma(b: _Builder, item: TextInput) -> None:
                 f"{nic.name}: PCI address {address} read from its netdev name {nic.netdevs[0]} ({item.path})"
             )
         b.nic(nic, item.kind, f"{item.path}:{res.lines.get(nic.name, 0)}", res.lines, item.path)
+    if res.tool == "show_gids" and res.gids_found and res.gids_found[0] == 0 and not res.nics:
+        b.notes.append(
+            f"show_gids found no GID (n_gids_found=0, {item.path}:{res.gids_found[1]}): no RDMA port "
+            "visible here has a GID, so NCCL's IB/RoCE transport has none to use; in a container this is "
+            "usually the RDMA device's netdev missing from its network namespace "
+            "(Mellanox/k8s-rdma-shared-dev-plugin#101)"
+        )
     if res.tool == "ibdev2netdev":
         down = [k for k, v in res.netdev_links.items() if v == "Down"]
         if down:
