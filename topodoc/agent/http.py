@@ -30,7 +30,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-
 TEXT = "text/plain; charset=utf-8"
 JSON = "application/json"
 OPEN_PATHS = frozenset({"/metrics", "/healthz"})
