@@ -22,6 +22,7 @@ STYLE = {
     Severity.INFO: {"fg": "cyan"},
 }
 MAX_EVIDENCE = 2
+MAX_SKIP_LINES = 8  # the most common reasons a rule was skipped; the rest summed in one line
 
 
 def json_data(report: Report, inputs: dict) -> dict:
@@ -38,9 +39,14 @@ def render_text(report: Report, inputs: dict, color: bool = False, quiet: bool =
     for finding in report.findings:
         lines += _finding_lines(finding, color)
     if report.skipped and not quiet:
-        reasons = Counter(s.reason for s in report.skipped)
-        for reason, count in reasons.most_common():
+        reasons = Counter(s.reason for s in report.skipped).most_common()
+        shown = reasons if len(reasons) <= MAX_SKIP_LINES else reasons[: MAX_SKIP_LINES - 1]
+        for reason, count in shown:
             lines.append(_dim(f"skipped {count} rule(s): {reason}", color))
+        rest = reasons[len(shown):]
+        if rest:
+            lines.append(_dim(f"skipped {sum(n for _r, n in rest)} more rule(s) for {len(rest)} other missing "
+                              "input(s) (`--json` lists each rule and what would let it run)", color))
     for err in report.errors:
         lines.append(
             click.style(f"internal error in rule {err.rule}: {err.error}", fg="red")
