@@ -45,8 +45,8 @@ def render_text(report: Report, inputs: dict, color: bool = False, quiet: bool =
             lines.append(_dim(f"skipped {count} rule(s): {reason}", color))
         rest = reasons[len(shown):]
         if rest:
-            lines.append(_dim(f"skipped {sum(n for _r, n in rest)} more rule(s) for {len(rest)} other missing "
-                              "input(s) (`--json` lists each rule and what would let it run)", color))
+            more = f"skipped {sum(n for _r, n in rest)} more rule(s) for {len(rest)} other missing input(s)"
+            lines.append(_dim(f"{more} (`--json` lists each rule and what would let it run)", color))
     for err in report.errors:
         lines.append(
             click.style(f"internal error in rule {err.rule}: {err.error}", fg="red")
