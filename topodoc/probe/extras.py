@@ -14,6 +14,8 @@ the outputs are data for replay.
 
 from __future__ import annotations
 
+import functools
+
 COMMANDS: tuple[tuple[tuple[str, ...], float], ...] = (
     (("nvidia-smi", "-q", "-x"), 30.0),
     (("nvidia-smi", "nvlink", "-s"), 20.0),
@@ -74,24 +76,13 @@ def recorded_kernel_events(spec: str | None) -> tuple | None:
     """The kernel-log events a recording (``NAME.tar.gz`` or ``example:NAME``) kept, as the ``kernel`` fact
     (``((label, KernelEvent), ...)``, label ``SPEC:journalctl -k``); None for a live source, a recording
     that holds no kernel log (recorded before topodoc asked, or the tool was absent), or anything else."""
-    recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
-    if not recording:
-        return None
-    from topodoc.probe.archive import ArchiveError
-    from topodoc.probe.record import recorded_runner
-    from topodoc.probe.source import SourceError, recording_path
-
-    try:
-        runner = recorded_runner(recording_path(spec))
-    except (SourceError, ArchiveError):
-        return None
-    result = runner.run(list(KERNEL_LOG), 20.0)
-    if result.missing or result.timed_out or not result.stdout:
+    stdout = kept_outputs(spec).get(KERNEL_LOG)
+    if not stdout:
         return None
     from topodoc.parsers import kernel_log  # only when there are lines: it loads the regex module
 
     label = f"{spec}:journalctl -k"
-    return tuple((label, event) for event in kernel_log.parse(result.stdout))
+    return tuple((label, event) for event in kernel_log.parse(stdout))
 
 
 # Recorded outputs that tell the rules what the collectors cannot: Fabric Manager's own state (its service
@@ -104,20 +95,55 @@ TEXTS = (FABRIC_MANAGER,)
 def recorded_texts(spec: str | None) -> tuple[tuple[str, str], ...]:
     """``((label, output), ...)`` of :data:`TEXTS` a recording kept (label ``SPEC:command line``), for the
     rules that read those kinds of text; empty for a live source or a recording without them."""
+    kept = kept_outputs(spec)
+    return tuple((f"{spec}:{' '.join(argv)}", kept[argv]) for argv in TEXTS if kept.get(argv, "").strip())
+
+
+MAX_COMMANDS_BYTES = 16 << 20  # commands.json: every output is already capped at 4 MiB by the runner
+
+
+def kept_outputs(spec: str | None) -> dict[tuple[str, ...], str]:
+    """``argv -> stdout`` of the commands a recording (``NAME.tar.gz``, ``example:NAME``) kept and that ran
+    (not missing, not timed out); empty for a live source or anything else. Read from the archive's
+    ``commands.json`` member alone, streamed and bounded, nothing written: no archive extraction and no
+    collectors on the path of a warm ``--from`` (whose snapshot comes from the replay cache). The archive
+    was checked by the safe extractor when its snapshot was first made."""
     recording = spec is not None and (spec.startswith("example:") or spec.endswith((".tar.gz", ".tgz")))
     if not recording:
-        return ()
-    from topodoc.probe.archive import ArchiveError
-    from topodoc.probe.record import recorded_runner
+        return {}
     from topodoc.probe.source import SourceError, recording_path
 
     try:
-        runner = recorded_runner(recording_path(spec))
-    except (SourceError, ArchiveError):
-        return ()
-    out = []
-    for argv in TEXTS:
-        result = runner.run(list(argv), 10.0)
-        if not result.missing and not result.timed_out and result.stdout.strip():
-            out.append((f"{spec}:{' '.join(argv)}", result.stdout))
-    return tuple(out)
+        return _kept(recording_path(spec))
+    except SourceError:
+        return {}
+
+
+@functools.lru_cache(maxsize=4)
+def _kept(path: str) -> dict[tuple[str, ...], str]:
+    import json
+    import tarfile
+    import zlib
+
+    try:
+        with tarfile.open(path, "r|gz") as archive:
+            for member in archive:
+                if member.name.removeprefix("./") != "commands.json":
+                    continue
+                if not member.isfile() or not 0 <= member.size <= MAX_COMMANDS_BYTES:
+                    return {}
+                handle = archive.extractfile(member)
+                tape = json.loads(handle.read(MAX_COMMANDS_BYTES)) if handle else {}
+                break
+            else:
+                return {}
+    except (OSError, EOFError, zlib.error, tarfile.TarError, ValueError, RecursionError):
+        return {}
+    out = {}
+    for item in tape.get("commands", []) if isinstance(tape, dict) else []:
+        if not isinstance(item, dict) or item.get("missing") or item.get("timed_out"):
+            continue
+        argv, stdout = item.get("argv"), item.get("stdout")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(stdout, str):
+            out[tuple(argv)] = stdout
+    return out
