@@ -105,3 +105,26 @@ def test_a_cut_paste_leaves_unprinted_pairs_unknown() -> None:
         if conn.a in ("GPU6", "GPU7"):
             printed = any(key[0] == conn.a for key in cells if key[1].startswith("NIC"))
             assert printed or conn.smi == "N/A", conn
+
+
+PASTES = sorted(
+    p for p in (ROOT / "fixtures" / "text").rglob("*")
+    if p.is_file() and p.suffix not in (".json", ".md") and p.name != "README"
+) + sorted((ROOT / "fixtures" / "rules").glob("*/*.paste"))
+CASES = sorted(p for p in (ROOT / "fixtures" / "cases").iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("paths", [(p,) for p in PASTES] + [tuple(sorted(
+    f for f in case.iterdir() if f.name != "case.json")) for case in CASES],
+    ids=lambda ps: ps[0].parent.name + "/" + ps[0].name)
+def test_no_paste_is_cited_as_a_machine_source(paths) -> None:
+    """Every real paste in the fixtures (text goldens, rule cases, the real-case threads), alone: evidence
+    cites the paste's lines or the inputs, never sysfs, NVML, procfs or a command this machine ran."""
+    try:
+        report = run(Request(files=tuple(str(p) for p in paths))).report
+    except DiagnosisError:
+        return
+    assert not report.errors, report.errors
+    cited = [(f.rule, e.source, e.where) for f in report.findings for e in f.evidence
+             if e.source in MACHINE_SOURCES]
+    assert not cited, cited
