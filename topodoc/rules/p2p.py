@@ -29,6 +29,7 @@ SETTLE = (
     "test: the same run with NCCL_P2P_DISABLE=1 (it passes: P2P is blocked), or the CUDA sample "
     "p2pBandwidthLatencyTest (it hangs or reads wrong data)"
 )
+ACS_FIRST = SETTLE.split("; 2.")[0].removeprefix("1. ")  # the ACS check alone
 FIXES = (
     "ACS: clear ReqRedir and CmpltRedir on each bridge between the GPUs (`sudo setpci -s <BDF> "
     "ECAP_ACS+0x6.w=0000:000c`, bare metal only, until reboot), or disable ACS in the BIOS (or the kernel "
@@ -45,7 +46,7 @@ FIXES = (
 )
 def p2p_blocked_pcie(
     logs: LogAnalysis, nccl_tests: Any = None, snapshot: Snapshot | None = None,
-    topology: Topology | None = None, kernel: Any = None,
+    topology: Topology | None = None, kernel: Any = None, texts: Any = None,
 ) -> Iterator[Hit]:
     symptom = _tests_symptom(nccl_tests) or _log_symptom(logs)
     if symptom is None:
@@ -55,15 +56,54 @@ def p2p_blocked_pcie(
     if pcie is None:  # every GPU pair is NVLink-connected: P2P does not cross PCIe here
         return
     causes, cause_lines = _causes(snapshot, topology, kernel, _gpu_buses(logs, nccl_tests, topology))
+    iommu, iommu_lines = _pasted_iommu(texts)
+    if iommu == "on" and not causes:
+        yield Hit("node", f"{what}, {pcie}. The pasted kernel command line turns the IOMMU on without "
+                  "iommu=pt: unless this kernel's default domain is passthrough, GPU DMA is translated, the "
+                  "usual reason P2P between PCIe GPUs hangs. Settle it with "
+                  "`cat /sys/kernel/iommu_groups/*/type` (DMA or DMA-FQ: translated; identity: passthrough) "
+                  f"and `sudo dmesg | grep -e DMAR -e AMD-Vi`; and check ACS: {ACS_FIRST}",
+                  lines + pcie_lines + iommu_lines, fix=FIXES, confidence=0.7)
+        return
     if causes:
         yield Hit("node", f"{what}, {pcie}: {'; '.join(causes)}. P2P DMA between the GPUs is blocked or "
                   "misrouted, so the first transfer over P2P never completes",
                   lines + pcie_lines + cause_lines, fix=_fix(snapshot, topology), severity=Severity.ERROR)
         return
+    if iommu == "passthrough":
+        yield Hit("node", f"{what}, {pcie}. The pasted kernel command line puts the IOMMU in passthrough (or "
+                  "off), so IOMMU translation is not the cause; the usual remaining one on a PCIe machine is "
+                  "ACS redirect on a bridge between the GPUs (or a platform without P2P between the slots). "
+                  f"What settles it: {ACS_FIRST}",
+                  lines + pcie_lines + iommu_lines, severity=Severity.INFO if weak else None, confidence=0.6)
+        return
     yield Hit("node", f"{what}, {pcie}. On a PCIe machine the usual cause is P2P DMA blocked by ACS redirect "
               "on a PCIe bridge or by IOMMU translation (or a platform without P2P between the slots); the "
               f"inputs hold no ACS or IOMMU evidence. What settles it, in order: {SETTLE}",
               lines + pcie_lines, severity=Severity.INFO if weak else None, confidence=0.6)
+
+
+_PASSTHROUGH = {"iommu": ("pt", "off"), "iommu.passthrough": ("1", "on", "y"), "intel_iommu": ("off",),
+                "amd_iommu": ("off",)}
+
+
+def _pasted_iommu(texts: Any) -> tuple[str | None, tuple[Evidence, ...]]:
+    """What a pasted kernel command line (``cat /proc/cmdline``, GRUB_CMDLINE_LINUX) says of the IOMMU:
+    "passthrough" (iommu=pt, iommu.passthrough=1, or the IOMMU off), "on" (intel_iommu=on / amd_iommu=on
+    without those), or None (it names neither: the kernel's build default, unknown here)."""
+    for path, kind, parsed in texts or ():
+        if kind != "kernel-cmdline":
+            continue
+        settings = parsed.settings()
+        for name, values in _PASSTHROUGH.items():
+            if name in settings and settings[name][0].lower() in values:
+                value, line = settings[name]
+                return "passthrough", (Evidence("kernel command line", f"{path}:{line}", f"{name}={value}"),)
+        for name in ("intel_iommu", "amd_iommu"):
+            if name in settings and settings[name][0].lower().split(",")[0] in ("on", "force"):
+                value, line = settings[name]
+                return "on", (Evidence("kernel command line", f"{path}:{line}", f"{name}={value}"),)
+    return None, ()
 
 
 def _tests_symptom(nccl_tests: Any) -> tuple[str, tuple[Evidence, ...], bool] | None:
