@@ -13,11 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from topodoc.bandwidth.compare import Comparison
 from topodoc.model import NcclTestsRow, NcclTestsRun, Snapshot
 from topodoc.rules.engine import Evidence, Hit, MissingFacts, Severity, rule
 from topodoc.rules.limiters import likely_causes
+
+if TYPE_CHECKING:  # annotations only: a diagnose without nccl-tests output never loads the bandwidth model
+    from topodoc.bandwidth.compare import Comparison
 
 JUDGED_BYTES = 128 * 2**20  # below this busbw is latency-bound: too early to judge bandwidth
 FULL_BYTES = 2**30  # NCCL reaches its plateau by about 1 GiB; a run that stops earlier is judged softly

@@ -9,11 +9,14 @@ snapshot). Pure: reads the parsed log and the snapshot, returns :class:`Cause` o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from topodoc.bandwidth.compare import Comparison
 from topodoc.model import NcclTestsRun, Snapshot
 from topodoc.rules.engine import Evidence
 from topodoc.rules.machine import rdma_nics
+
+if TYPE_CHECKING:  # annotations only
+    from topodoc.bandwidth.compare import Comparison
 
 # Settings that do not switch a feature off but pin NCCL's choice, often to a slower one.
 PINNING = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS",
