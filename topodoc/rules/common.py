@@ -33,3 +33,9 @@ def kept_lines(lines: Iterable[Any], most: int) -> tuple[Evidence, ...]:
 def shortlist(names: list[str], most: int, tail: str = "") -> str:
     """``names`` joined by commas, cut to ``most`` with ``tail`` appended when cut."""
     return ", ".join(names[:most]) + (tail if len(names) > most else "")
+
+
+def texts_of(texts, kind: str) -> list[tuple[str, Any]]:
+    """``(path, parsed)`` of the pasted texts of one kind in the ``texts`` fact (``((path, kind, parsed),
+    ...)``; None when no text was given)."""
+    return [(path, parsed) for path, k, parsed in texts or () if k == kind]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
 KIND = "fabric-manager"
 TITLE = "Fabric Manager"
 
 
-def fm_texts(texts) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
 
 def _at(path: str, event) -> Evidence:
@@ -31,7 +30,7 @@ def _at(path: str, event) -> Evidence:
     "dnf versionlock), then restart nvidia-fabricmanager",
 )
 def fabric_manager_version_mismatch(texts) -> Iterator[Hit]:
-    for path, fm in fm_texts(texts):
+    for path, fm in texts_of(texts, KIND):
         events = [e for e in fm.events if e.kind == "version_mismatch"]
         if not events:
             continue
@@ -62,7 +61,7 @@ _FAILED = {
     "on machines without NVSwitch, disable the service",
 )
 def fabric_manager_failed(texts) -> Iterator[Hit]:
-    for path, fm in fm_texts(texts):
+    for path, fm in texts_of(texts, KIND):
         kinds = {e.kind for e in fm.events}
         if "version_mismatch" in kinds:
             continue  # fabric-manager-version-mismatch says why it failed

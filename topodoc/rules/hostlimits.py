@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, rule
 
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 
 
-def _of(texts, kind: str) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, k, parsed in texts if k == kind]
 
 
 @rule(
@@ -32,7 +31,7 @@ def _of(texts, kind: str) -> list[tuple[str, object]]:
     "docker --ulimit memlock=-1; check `ulimit -l` inside the launcher (e.g. mpirun ... sh -c 'ulimit -l')",
 )
 def memlock_limited(texts) -> Iterator[Hit]:
-    for path, limits in _of(texts, "ulimit"):
+    for path, limits in texts_of(texts, "ulimit"):
         kb = limits.memlock_kb
         if kb is None:
             continue
@@ -54,7 +53,7 @@ def memlock_limited(texts) -> Iterator[Hit]:
     "kernel module on a recent kernel, with NCCL_DMABUF_ENABLE left at 1",
 )
 def peermem_not_loaded(texts) -> Iterator[Hit]:
-    for path, mods in _of(texts, "lsmod"):
+    for path, mods in texts_of(texts, "lsmod"):
         if any(mods.loaded(name) for name in PEERMEM):
             continue
         empty = [g for g in mods.greps if not g.found and any(p.startswith(g.pattern) or g.pattern in p
@@ -94,7 +93,7 @@ def _mib(n: int) -> str:
     "traffic then goes through P2P or the network)",
 )
 def shm_too_small(texts) -> Iterator[Hit]:
-    for path, shm in _of(texts, "shm"):
+    for path, shm in texts_of(texts, "shm"):
         for mount in shm.mounts:
             size, pct = mount.size_bytes, mount.use_pct
             where = Evidence("shm", f"{path}:{mount.line}", " ".join(mount.text.split()))

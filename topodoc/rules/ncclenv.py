@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
 KIND = "nccl-env"
@@ -130,8 +131,6 @@ _FEATURE = {  # the names of topodoc.parsers.nccl_log's "disables" (what the log
 }
 
 
-def settings(texts) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
 
 @rule(
@@ -143,7 +142,7 @@ def nccl_env_risky_setting(texts, logs=None) -> Iterator[Hit]:
     # what the NCCL log of the run already says is off is nccl-env-disables-feature's (P2P_DISABLE=1 is
     # logged as NCCL_P2P_LEVEL set to LOC: one feature, two names)
     off = {s.disables for s in getattr(logs, "env", ()) if getattr(s, "disables", None)} if logs else set()
-    for path, found in settings(texts):
+    for path, found in texts_of(texts, KIND):
         for name, setting in found.last().items():
             risk = _risk(name, setting.value)
             if risk is None or _FEATURE.get(name) in off:
@@ -165,7 +164,7 @@ def nccl_env_risky_setting(texts, logs=None) -> Iterator[Hit]:
     fix="nothing to fix: this lists what the settings do",
 )
 def nccl_env_explained(texts) -> Iterator[Hit]:
-    for path, found in settings(texts):
+    for path, found in texts_of(texts, KIND):
         last = found.last()
         lines = []
         for name, setting in last.items():

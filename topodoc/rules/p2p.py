@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from topodoc import pciaddr
 from topodoc.rules.bandwidth import NcclTestsInput
-from topodoc.rules.common import log_line
+from topodoc.rules.common import log_line, texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 from topodoc.rules.gpudirect import acs_off_commands, acs_redirect_bridges
+from topodoc.topology.vocab import SMI_LEVELS
 
 if TYPE_CHECKING:  # annotations only: diagnose without logs never loads the log model
     from topodoc.logmodel import LogAnalysis
     from topodoc.model import Snapshot
     from topodoc.topology import Topology
 
-PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 SETTLE = (
     "1. `sudo lspci -vvv | grep -i acsctl` (ReqRedir+ or CmpltRedir+ on a bridge between the GPUs: ACS "
     "redirect); 2. `sudo dmesg | grep -e DMAR -e AMD-Vi` (DMAR faults or IO_PAGE_FAULT on the GPUs: the "
@@ -91,9 +91,7 @@ def _pasted_iommu(texts: Any) -> tuple[str | None, tuple[Evidence, ...]]:
     """What a pasted kernel command line (``cat /proc/cmdline``, GRUB_CMDLINE_LINUX) says of the IOMMU:
     "passthrough" (iommu=pt, iommu.passthrough=1, or the IOMMU off), "on" (intel_iommu=on / amd_iommu=on
     without those), or None (it names neither: the kernel's build default, unknown here)."""
-    for path, kind, parsed in texts or ():
-        if kind != "kernel-cmdline":
-            continue
+    for path, parsed in texts_of(texts, "kernel-cmdline"):
         settings = parsed.settings()
         for name, values in _PASSTHROUGH.items():
             if name in settings and settings[name][0].lower() in values:
@@ -144,7 +142,7 @@ def _pcie(topology: Topology | None, nccl_tests: Any) -> tuple[str | None, tuple
     pairs = [c for c in (topology.gpu_pairs if topology is not None else ()) if c.nvlinks or c.pci_level]
     if pairs and all(c.nvlinks for c in pairs):
         return None, ()
-    pcie = [c for c in pairs if not c.nvlinks and c.pci_level in PCIE_CLASSES]
+    pcie = [c for c in pairs if not c.nvlinks and c.pci_level in SMI_LEVELS]
     if pcie:
         shown = ", ".join(f"{c.a}-{c.b} {c.pci_level}" for c in pcie[:4])
         return (f"and {len(pcie)} GPU pair(s) reach each other only over PCIe ({shown})",

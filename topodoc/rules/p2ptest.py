@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, Severity, rule
 
 KIND = "cuda-p2p"
@@ -26,8 +27,6 @@ FIX = (
 )
 
 
-def runs(texts) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
 
 def _at(path: str, line: int, text: str) -> Evidence:
@@ -40,7 +39,7 @@ def _at(path: str, line: int, text: str) -> Evidence:
     fix=FIX,
 )
 def cuda_p2p_test_failed(texts) -> Iterator[Hit]:
-    for path, run in runs(texts):
+    for path, run in texts_of(texts, KIND):
         wrong = [p for p in run.problems if p.kind == "wrong_data"]
         if wrong:
             yield Hit(
@@ -106,7 +105,7 @@ def _stopped(run) -> tuple[int, str] | None:
     "traffic slowly); until then NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL below this path) is faster",
 )
 def cuda_p2p_slower_than_staged(texts) -> Iterator[Hit]:
-    for path, run in runs(texts):
+    for path, run in texts_of(texts, KIND):
         staged = _uni(run, False)
         peer = _uni(run, True)
         if staged is None or peer is None:
@@ -151,7 +150,7 @@ def _uni(run, p2p: bool):
     "memory); if it should, check the path (`nvidia-smi topo -m`, `nvidia-smi topo -p2p r`) and ACS/IOMMU",
 )
 def cuda_p2p_access_denied(texts) -> Iterator[Hit]:
-    for path, run in runs(texts):
+    for path, run in texts_of(texts, KIND):
         denied = [a for a in run.peer_access if not a.allowed]
         waived = [p for p in run.problems if p.kind == "waived"]
         if not denied and not waived:

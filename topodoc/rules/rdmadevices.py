@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, rule
 
 
@@ -20,9 +21,7 @@ from topodoc.rules.engine import Evidence, Hit, Rule, rule
     "/dev/infiniband and the RDMA devices to the container",
 )
 def rdma_device_without_guid(texts) -> Iterator[Hit]:
-    for path, kind, parsed in texts:
-        if kind != "ibv-devices":
-            continue
+    for path, parsed in texts_of(texts, "ibv-devices"):
         zero = [d for d in parsed.devices if d.zero_guid]
         if zero:
             names = ", ".join(d.name for d in zero)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, rule
 
 KIND = "nvidia-smi"
@@ -43,8 +44,6 @@ _FAILED = {
 }
 
 
-def tables(texts) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
 
 @rule(
@@ -54,7 +53,7 @@ def tables(texts) -> list[tuple[str, object]]:
     "upgrade), and make the GPUs visible to the driver",
 )
 def nvidia_smi_failed(texts) -> Iterator[Hit]:
-    for path, table in tables(texts):
+    for path, table in texts_of(texts, KIND):
         for failure in table.failures:
             if failure.kind not in _FAILED:
                 continue
@@ -78,7 +77,7 @@ def nvidia_smi_failed(texts) -> Iterator[Hit]:
     "for jobs that fit in one instance",
 )
 def gpu_mig_enabled(texts) -> Iterator[Hit]:
-    for path, table in tables(texts):
+    for path, table in texts_of(texts, KIND):
         mig = [g for g in table.gpus if g.mig_mode == "Enabled"]
         listed = [g for g in table.listed if g.mig_devices]
         if not mig and not listed:

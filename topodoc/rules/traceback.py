@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topodoc.rules.common import texts_of
 from topodoc.rules.engine import Evidence, Hit, Rule, rule
 
 KIND = "nccl-traceback"
@@ -46,8 +47,6 @@ MEANING: dict[int, tuple[str, str]] = {
 }
 
 
-def traces(texts) -> list[tuple[str, object]]:
-    return [(path, parsed) for path, kind, parsed in texts if kind == KIND]
 
 
 @rule(
@@ -59,7 +58,7 @@ def nccl_error_in_traceback(texts, logs=None) -> Iterator[Hit]:
     # a file also read as an NCCL log whose analyzer found errors in it is the log rules' (the analyzer reads
     # PyTorch's wrappers and Last error lines too); this rule speaks for the files it alone read
     analyzed = {e.file for e in getattr(logs, "errors", ())} if logs is not None else set()
-    for path, trace in traces(texts):
+    for path, trace in texts_of(texts, KIND):
         if path in analyzed:
             continue
         groups: dict[int | None, list] = {}

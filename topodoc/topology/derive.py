@@ -18,6 +18,7 @@ from itertools import combinations
 from topodoc import model, pciaddr
 from topodoc.numbers import check_count
 from topodoc.topology import c2c, graph, nvlink, pcitree, rates, shape
+from topodoc.topology.nccl_policy import SMI_TO_NCCL
 from topodoc.topology.types import (
     GPU,
     NCCL_PATHS,
@@ -107,16 +108,13 @@ def _printed_cells(snapshot: model.Snapshot, nics: tuple[NicEnd, ...]) -> dict[t
     return out
 
 
-_NCCL_OF = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}  # pcitree.nccl_level
-
-
 def _as_printed(conn: Connection, printed: dict[tuple[str, str], str]) -> Connection:
     cell = printed.get((conn.a, conn.b))
     if cell is None:
         return Connection(a=conn.a, b=conn.b, smi="N/A", pci_level=None)
-    if cell not in _NCCL_OF or conn.pci_level == cell:
+    if cell not in SMI_TO_NCCL or conn.pci_level == cell:
         return conn
-    nccl = conn.nccl if conn.nccl in ("NVL", "NVB", "PXN", "P2C", "C2C") else _NCCL_OF[cell]
+    nccl = conn.nccl if conn.nccl in ("NVL", "NVB", "PXN", "P2C", "C2C") else SMI_TO_NCCL[cell]
     smi = conn.smi if conn.smi.startswith("NV") else cell
     return replace(conn, smi=smi, pci_level=cell, nccl=nccl)
 
