@@ -60,18 +60,18 @@ class Prop:
     note: str = ""
 
 
-def fingerprint(snapshot: model.Snapshot) -> dict[str, Prop]:
+def fingerprint(snapshot: model.Snapshot, topology=None) -> dict[str, Prop]:
     """The fingerprint of one decoded snapshot."""
     props: dict[str, Prop] = {}
     _machine(snapshot, props)
     _gpus(snapshot, props)
     _nics(snapshot, props)
-    _paths(snapshot, props)
+    _paths(snapshot, props, topology)
     _kernel(snapshot, props)
     return props
 
 
-def findings(snapshot: model.Snapshot) -> dict[str, Prop]:
+def findings(snapshot: model.Snapshot, topology=None) -> dict[str, Prop]:
     """The node's warning-or-worse findings from :func:`topodoc.diagnosis.run` (the pipeline every door
     calls), one property per rule, for the rules no fingerprint property stands for (a lost GPU, P2P not
     supported, NUMA node unknown ...): a rule that fires on some nodes and not others is a difference."""
@@ -80,7 +80,14 @@ def findings(snapshot: model.Snapshot) -> dict[str, Prop]:
 
     shown = {rule for rule in RULE_OF.values() if rule}
     props: dict[str, Prop] = {}
-    report = run(Request(snapshot=snapshot, live_default=False)).report
+    if topology is None:
+        from topodoc.topology.derive import derive
+
+        try:
+            topology = derive(snapshot)
+        except Exception:  # noqa: BLE001 - underivable (a bug or a LimitError): the fingerprint's paths say so
+            return props
+    report = run(Request(snapshot=snapshot, topology=topology, live_default=False)).report
     for f in report.findings:
         if f.rule in shown or f.severity.rank < Severity.WARNING.rank:
             continue
@@ -243,12 +250,12 @@ def _parents(pci: dict[str, model.PciDevice], address: str | None) -> list[str]:
     return out
 
 
-def _paths(snap: model.Snapshot, props: dict[str, Prop]) -> None:
+def _paths(snap: model.Snapshot, props: dict[str, Prop], topology=None) -> None:
     from topodoc.topology.derive import derive
     from topodoc.topology.rails import nccl_nics
 
     try:
-        topo = derive(snap)
+        topo = topology if topology is not None else derive(snap)
     except Exception as err:  # noqa: BLE001 - a node whose snapshot cannot be derived is reported
         _put(props, "path.topology-derive", "path.gpu", "topology", f"unknown ({type(err).__name__})")
         return

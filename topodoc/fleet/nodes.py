@@ -192,9 +192,20 @@ _HOSTNAME = re.compile(rb'"hostname": *"([^"\\]*(?:\\.[^"\\]*)*)"')
 def node_facts(snapshot) -> tuple[Fingerprint, str | None]:
     """The one per-node step: a decoded snapshot -> its fingerprint (with the findings of the one diagnosis
     pipeline that no property already stands for) and NVLink domain."""
-    props = fingerprint(snapshot)
-    props.update(findings(snapshot))
+    topology = _derived(snapshot)  # once, for the fingerprint's paths and the diagnosis
+    props = fingerprint(snapshot, topology)
+    props.update(findings(snapshot, topology))
     return tuple(sorted(props.items())), nvlink_domain(snapshot)
+
+
+def _derived(snapshot):
+    """The node's derived topology, or None when derivation fails (the fingerprint then says so)."""
+    from topodoc.topology.derive import derive
+
+    try:
+        return derive(snapshot)
+    except Exception:  # noqa: BLE001 - reported by the fingerprint's own attempt
+        return None
 
 
 def load_one(
