@@ -171,3 +171,51 @@ def test_engine_is_python_with_topodoc_pure():
     env = dict(os.environ, TOPODOC_PURE="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "Python (TOPODOC_PURE=1)"
+
+
+def _blocks(data: bytes, core, chunk: int, opener) -> list:
+    with opener(data) as stream:
+        return list(scan._read_blocks(stream, chunk, core))
+
+
+def _gzipped(data: bytes):
+    import gzip
+
+    return gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(data)))
+
+
+def _buffered(data: bytes):
+    return io.BufferedReader(io.BytesIO(data), buffer_size=64)
+
+
+@pytest.mark.parametrize("opener", [io.BytesIO, _buffered, _gzipped], ids=["bytesio", "buffered", "gzip"])
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 4096, 1 << 20])
+def test_the_block_reader_reads_in_place_the_blocks_of_the_python_loop(opener, chunk):
+    """``_scan.block`` (the block read in place, never copied) against the Python loop: the same blocks
+    and byte counts, carries of no line, of several blocks, over CARRY_LIMIT, and no final newline."""
+    data = b"".join(p.read_bytes() for p in LOGS[:6])[: 40000 if chunk < 64 else None]
+    endless = b"x" * (scan.CARRY_LIMIT + 3 * 4096 + 5)
+    samples = [data, data.rstrip(b"\n"), b"", b"\n", b"one line", b"\n\n\nb\n" * 100]
+    if chunk >= 4096:  # (the Python loop joins its carry to every chunk: small chunks on endless lines
+        samples += [endless, endless + b"\nafter\n", b"a\n" + endless]  # would take minutes)
+    for sample in samples:
+        python = _blocks(sample, None, chunk, opener)
+        assert _blocks(sample, scan._C, chunk, opener) == python
+        assert b"".join(block for block, _ in python).count(b"\n") >= sample.count(b"\n")
+
+
+def test_the_block_reader_takes_only_streams_it_knows():
+    class Odd(io.RawIOBase):  # a readinto that keeps the buffer it was given
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            self.kept = buffer
+            buffer[:2] = b"a\n"
+            return 2
+
+    assert not scan._fills_in_place(Odd())
+    with pytest.raises(OSError, match="kept its buffer"):
+        scan._C.block(Odd().readinto, b"", 16)
+    with pytest.raises(OSError, match="bad count"):
+        scan._C.block(lambda buffer: 99, b"", 16)

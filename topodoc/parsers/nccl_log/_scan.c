@@ -11,6 +11,8 @@
  *   records(block, repeats, wanted, worth, whos, conn_line, new, events)
  *                    -> (INFO records, colls {prefix: [n, first start, last message]})
  *                                                                    -- Scanner._records
+ *   block(readinto, carry, size) -> (block, carry, read)            -- one step of _read_blocks, the block
+ *                                                                       read in place, never copied
  *   gated(block, gates, until, events) -> None                       -- Scanner._gated, every gate in one
  *                                                                       pass (a two-byte filter)
  */
@@ -26,7 +28,8 @@
 #define CHANNEL_LEN 19
 #define OPCOUNT ": opCount "
 #define OPCOUNT_LEN 10
-#define LINE_LIMIT 4096 /* scan.LINE_LIMIT: a longer line is read once, by the grammar */
+#define LINE_LIMIT 4096
+#define CARRY_ROOM 65536 /* block(): room kept for the carry */ /* scan.LINE_LIMIT: a longer line is read once, by the grammar */
 
 /* how common a byte is in NCCL logs, lower is rarer: spaces and lowercase letters, then digits and
  * punctuation, then capitals (N, C, I, F, O, L are common in NCCL's own words but still beat the rest) */
@@ -703,6 +706,64 @@ static Py_ssize_t first_gate(const char *b, Py_ssize_t i, Py_ssize_t to, Py_ssiz
     return -1;
 }
 
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define HAVE_AVX2_PATH 1
+#include <immintrin.h>
+
+/* Teddy (Hyperscan's multi-literal prefilter) on x86-64 CPUs with AVX2, chosen at run time (the
+ * extension is built for baseline x86-64): each gate's pair of bytes in one of eight buckets, a byte's
+ * buckets looked up by its low and its high nibble (PSHUFB), so thirty-two positions cost the same few
+ * instructions whatever the number of gates; a position whose two bytes may begin a gate is checked by
+ * gate_from, as in first_gate */
+typedef struct {
+    unsigned char lo0[16], hi0[16], lo1[16], hi1[16];
+} Teddy;
+
+static void teddy_init(Teddy *t, const Gates *gs)
+{
+    memset(t, 0, sizeof *t);
+    for (Py_ssize_t g = 0; g < gs->count; g++) {
+        unsigned char bit = (unsigned char)(1u << (g % 8)), x = gs->pair[g][0], y = gs->pair[g][1];
+        t->lo0[x & 15] |= bit;
+        t->hi0[x >> 4] |= bit;
+        t->lo1[y & 15] |= bit;
+        t->hi1[y >> 4] |= bit;
+    }
+}
+
+/* first_gate over [i, until) (every position: the caller steps over INFO lines itself) */
+__attribute__((target("avx2"))) static Py_ssize_t teddy_first(const char *b, Py_ssize_t i, Py_ssize_t until,
+                                                              const Gates *gs, const Teddy *t)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+    const __m256i lo0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t->lo0));
+    const __m256i hi0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t->hi0));
+    const __m256i lo1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t->lo1));
+    const __m256i hi1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t->hi1));
+    for (; i + 33 <= until; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(b + i));
+        __m256i y = _mm256_loadu_si256((const __m256i *)(b + i + 1));
+        __m256i m = _mm256_and_si256(
+            _mm256_and_si256(_mm256_shuffle_epi8(lo0, _mm256_and_si256(x, nib)),
+                             _mm256_shuffle_epi8(hi0, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib))),
+            _mm256_and_si256(_mm256_shuffle_epi8(lo1, _mm256_and_si256(y, nib)),
+                             _mm256_shuffle_epi8(hi1, _mm256_and_si256(_mm256_srli_epi16(y, 4), nib))));
+        unsigned mask = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(m, zero));
+        while (mask) {
+            Py_ssize_t hit = gate_from(b, i + __builtin_ctz(mask), until, gs);
+            if (hit >= 0)
+                return hit;
+            mask &= mask - 1;
+        }
+    }
+    Py_ssize_t hit;
+    for (; i + 1 < until; i++)
+        if (gs->first[(unsigned char)b[i]] && (hit = gate_from(b, i, until, gs)) >= 0)
+            return hit;
+    return -1;
+}
+#endif
+
 static PyObject *gated(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
@@ -769,6 +830,33 @@ static PyObject *gated(PyObject *self, PyObject *args)
         }
 #endif
     }
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    if (count > 0 && __builtin_cpu_supports("avx2")) {
+        /* every position scanned (Teddy costs less than stepping over the INFO lines), a hit in a line
+         * holding NCCL's INFO marker passed over with its line: the same lines listed, in order */
+        Teddy t;
+        teddy_init(&t, &gs);
+        Py_ssize_t i = 0;
+        while (i + 1 < until) {
+            Py_ssize_t hit = teddy_first(b, i, until, &gs, &t);
+            if (hit < 0)
+                break;
+            Py_ssize_t start = line_start(b, hit, 0), end = line_end(b, hit, n);
+            if (end < 0)
+                end = n - 1;
+            if (find(b, start, end, INFO, INFO_LEN) < 0 && event(events, start, 0, Py_None) < 0) {
+                PyBuffer_Release(&buf);
+                return NULL;
+            }
+            if (end < hit)
+                break;
+            i = end + 1;
+        }
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+#endif
     /* lines holding NCCL's INFO marker are never listed: skipped, found by one memmem pass */
     Py_ssize_t i = 0, info = count > 0 ? find(b, 0, until, INFO, INFO_LEN) : -1;
     while (count > 0 && i + 1 < until) {
@@ -799,6 +887,83 @@ static PyObject *gated(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&buf);
     Py_RETURN_NONE;
+}
+
+/* -- block ---------------------------------------------------------------------------------------------- */
+
+/* scan.py's _read_blocks, one step, without copying the block: ``carry`` (the open line so far) and up to
+ * ``size`` bytes read by ``readinto`` straight into the bytes object that becomes the block, cut after its
+ * last newline (the object's size set down), the bytes after it the new carry.
+ *   block(readinto, carry, size) -> (block, carry, bytes read): block b"" when no line ended */
+static PyObject *block(PyObject *self, PyObject *args)
+{
+    PyObject *readinto, *carry;
+    Py_ssize_t size;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OSn", &readinto, &carry, &size))
+        return NULL;
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "size must be positive");
+        return NULL;
+    }
+    Py_ssize_t clen = PyBytes_GET_SIZE(carry);
+    if (clen > PY_SSIZE_T_MAX - size) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    /* one size for every block whose carry is under 64 KiB (nearly all): the allocator then hands back
+     * the memory of the block before, where a new size each time gets fresh pages (a page fault per 4 KiB,
+     * as costly as the copy this function avoids) */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (clen < CARRY_ROOM ? CARRY_ROOM : clen) + size);
+    if (!out)
+        return NULL;
+    char *b = PyBytes_AS_STRING(out);
+    memcpy(b, PyBytes_AS_STRING(carry), (size_t)clen);
+    PyObject *view = PyMemoryView_FromMemory(b + clen, size, PyBUF_WRITE);
+    if (!view) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *got = PyObject_CallOneArg(readinto, view);
+    int held = Py_REFCNT(view) > 1; /* the stream kept the view: the object must not move under it */
+    Py_DECREF(view);
+    Py_ssize_t n = got == Py_None ? 0 : got ? PyLong_AsSsize_t(got) : -1;
+    Py_XDECREF(got);
+    if (!got || (n == -1 && PyErr_Occurred())) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (n < 0 || n > size || held) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_OSError, held ? "readinto kept its buffer" : "readinto returned a bad count");
+        return NULL;
+    }
+    Py_ssize_t total = clen + n, cut = total;
+    while (cut > clen && b[cut - 1] != '\n') /* the carry holds no newline */
+        cut--;
+    if (cut == clen) /* no line ended in what was read: all of it is carried */
+        cut = 0;
+    PyObject *rest = PyBytes_FromStringAndSize(b + cut, total - cut);
+    if (!rest) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (cut == 0) {
+        Py_DECREF(out);
+        out = PyBytes_FromStringAndSize(NULL, 0);
+    } else {
+        /* the block is the object's first cut bytes: its size set down in place (a new object, no hash
+         * yet, ours alone), never copied nor reallocated (a realloc would move it to fresh pages, which
+         * cost as much as the copy) */
+        Py_SET_SIZE(out, cut);
+        b[cut] = '\0';
+    }
+    if (!out) {
+        Py_DECREF(rest);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(NNn)", out, rest, n);
+    return result;
 }
 
 /* -- newlines ------------------------------------------------------------------------------------------ */
@@ -835,6 +1000,7 @@ static PyObject *newlines(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"newlines", newlines, METH_VARARGS, "bytes.count(b'\\n', start, end)."},
+    {"block", block, METH_VARARGS, "(block of whole lines, carry, bytes read): one step of scan._read_blocks."},
     {"channels", channels, METH_VARARGS, "A block's connection lines folded: (pairs, firsts, prefixes) or None."},
     {"records", records, METH_VARARGS, "A block's NCCL records: (INFO records, collective calls per prefix)."},
     {"gated", gated, METH_VARARGS, "The lines before until holding a gate and no INFO record, as events."},

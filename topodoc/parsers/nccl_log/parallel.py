@@ -264,9 +264,10 @@ class _Range(io.RawIOBase):
         return data
 
     def readinto(self, buffer) -> int:
+        """Into ``buffer`` straight from ``raw`` (the scanner's C core reads each block in place)."""
         if self._left <= 0:
             return 0
-        data = self._raw.read(min(len(buffer), self._left))
-        self._left -= len(data)
-        buffer[: len(data)] = data
-        return len(data)
+        with memoryview(buffer) as view, view.cast("B") as flat, flat[: min(len(flat), self._left)] as part:
+            got = self._raw.readinto(part) or 0
+        self._left -= got
+        return got

@@ -169,7 +169,7 @@ class Scanner:
 
     def run(self, stream: BinaryIO) -> InputStats:
         """Read ``stream`` block by block (whole lines) and return the input's statistics."""
-        for block, read in _read_blocks(stream, CHUNK_BYTES):
+        for block, read in _read_blocks(stream, CHUNK_BYTES, self.core):
             self.size += read
             if block:
                 self._block(block)
@@ -677,8 +677,15 @@ def _opcount(msg: bytes) -> int | None:
         return None
 
 
-def _read_blocks(stream: BinaryIO, chunk: int):
-    """(block of whole lines, bytes read for it); a last line without a newline gets one."""
+def _read_blocks(stream: BinaryIO, chunk: int, core=None):
+    """(block of whole lines, bytes read for it); a last line without a newline gets one. With the C core
+    and a stream whose ``readinto`` is known (files, gzip, the parallel reader's parts), each block is
+    read in place into the object that becomes it (``_scan.block``): the loop below copies every block
+    once more (the carry joined to the data), which costs as much CPU as reading it. ``core``: the C
+    core, or ``None`` (this loop)."""
+    if core is not None and _fills_in_place(stream):
+        yield from _read_blocks_c(core.block, stream.readinto, chunk)
+        return
     carry = b""
     while True:
         data = stream.read(chunk)
@@ -694,6 +701,30 @@ def _read_blocks(stream: BinaryIO, chunk: int):
         if len(carry) > CARRY_LIMIT:  # a line with no end in sight: keep its two ends (all the grammar reads)
             carry = carry[:LINE_LIMIT] + " … ".encode() + carry[-LINE_LIMIT:]
         yield block, len(data)  # empty when no line has ended yet
+    if carry:
+        yield carry + _NL, 0
+
+
+def _fills_in_place(stream) -> bool:
+    """Does ``stream`` have a ``readinto`` that fills the buffer it is given and keeps no hold on it?"""
+    import gzip
+    import io
+
+    from topodoc.parsers.nccl_log.parallel import _Range
+
+    return type(stream) in (io.BufferedReader, io.BytesIO, gzip.GzipFile, _Range)
+
+
+def _read_blocks_c(step, readinto, chunk: int):
+    """:func:`_read_blocks` by the C core's ``block`` (``step``), block for block the same."""
+    carry = b""
+    while True:
+        block, carry, read = step(readinto, carry, chunk)
+        if not read:
+            break
+        if len(carry) > CARRY_LIMIT:
+            carry = carry[:LINE_LIMIT] + " … ".encode() + carry[-LINE_LIMIT:]
+        yield block, read
     if carry:
         yield carry + _NL, 0
 
