@@ -31,6 +31,15 @@ if scan._C is None and os.environ.get("TOPODOC_REQUIRE_C") != "1":
     pytest.skip("the C core is not built here (the Python scanner runs)", allow_module_level=True)
 
 
+@pytest.fixture(autouse=True, params=["wide", "narrow"])
+def _paths(request):
+    """Every test twice: with the AVX2 paths (Teddy, the newline count; where the CPU has AVX2) and with
+    the baseline ones (SSE2 or scalar), which CPUs without AVX2 and other architectures run."""
+    old = scan._C.wide(request.param == "wide")
+    yield
+    scan._C.wide(old)
+
+
 def _run(data: bytes, core, chunk: int | None = None, extra=EXTRA) -> tuple[LogState, object]:
     saved = scan.CHUNK_BYTES
     scan.CHUNK_BYTES = chunk or saved

@@ -710,6 +710,8 @@ static Py_ssize_t first_gate(const char *b, Py_ssize_t i, Py_ssize_t to, Py_ssiz
 #define HAVE_AVX2_PATH 1
 #include <immintrin.h>
 
+static int wide; /* the CPU has AVX2 (set at import; wide(False) turns the AVX2 paths off, for tests) */
+
 /* Teddy (Hyperscan's multi-literal prefilter) on x86-64 CPUs with AVX2, chosen at run time (the
  * extension is built for baseline x86-64): each gate's pair of bytes in one of eight buckets, a byte's
  * buckets looked up by its low and its high nibble (PSHUFB), so thirty-two positions cost the same few
@@ -831,8 +833,7 @@ static PyObject *gated(PyObject *self, PyObject *args)
 #endif
     }
 #ifdef HAVE_AVX2_PATH
-    __builtin_cpu_init();
-    if (count > 0 && __builtin_cpu_supports("avx2")) {
+    if (count > 0 && wide) {
         /* every position scanned (Teddy costs less than stepping over the INFO lines), a hit in a line
          * holding NCCL's INFO marker passed over with its line: the same lines listed, in order */
         Teddy t;
@@ -968,7 +969,22 @@ static PyObject *block(PyObject *self, PyObject *args)
 
 /* -- newlines ------------------------------------------------------------------------------------------ */
 
-/* bytes.count(b"\n", start, end), eight bytes at a time */
+#ifdef HAVE_AVX2_PATH
+/* the newlines in [*i, end), thirty-two bytes at a time, *i left where fewer than 32 remain */
+__attribute__((target("avx2"))) static Py_ssize_t newlines32(const unsigned char *b, Py_ssize_t *i, Py_ssize_t end)
+{
+    const __m256i nl = _mm256_set1_epi8('\n');
+    Py_ssize_t count = 0, k = *i;
+    for (; k + 32 <= end; k += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(b + k));
+        count += __builtin_popcount((unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, nl)));
+    }
+    *i = k;
+    return count;
+}
+#endif
+
+/* bytes.count(b"\n", start, end), eight bytes at a time (thirty-two with AVX2) */
 static PyObject *newlines(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
@@ -983,6 +999,10 @@ static PyObject *newlines(PyObject *self, PyObject *args)
     if (start < 0)
         start = 0;
     Py_ssize_t i = start;
+#ifdef HAVE_AVX2_PATH
+    if (end - start >= 256 && wide)
+        count = newlines32(b, &i, end);
+#endif
     const uint64_t ones = 0x0101010101010101ULL, low = 0x7f7f7f7f7f7f7f7fULL;
     for (; i + 8 <= end; i += 8) {
         uint64_t w;
@@ -998,7 +1018,25 @@ static PyObject *newlines(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
+/* wide(on) -> bool: the AVX2 paths used or not (only where the CPU has AVX2); returns the old setting */
+static PyObject *wide_paths(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+#ifdef HAVE_AVX2_PATH
+    int old = wide;
+    wide = on && __builtin_cpu_supports("avx2");
+    return PyBool_FromLong(old);
+#else
+    (void)on;
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"wide", wide_paths, METH_O, "wide(on) -> bool: use the AVX2 paths (where the CPU has AVX2); the old setting."},
     {"newlines", newlines, METH_VARARGS, "bytes.count(b'\\n', start, end)."},
     {"block", block, METH_VARARGS, "(block of whole lines, carry, bytes read): one step of scan._read_blocks."},
     {"channels", channels, METH_VARARGS, "A block's connection lines folded: (pairs, firsts, prefixes) or None."},
@@ -1014,6 +1052,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    wide = __builtin_cpu_supports("avx2");
+#endif
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "LINE_LIMIT", LINE_LIMIT) < 0) {
         Py_DECREF(m);
