@@ -190,3 +190,17 @@ def test_nccl_tests_footer_is_an_error_only_when_it_failed(footer, signature):
     text = f"node-a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n{footer}\n"
     analysis = analyze([("x", io.BytesIO(text.encode()))], catalogue.scan_literals())
     assert [e.signature for e in analysis.errors] == ([signature] if signature else [])
+
+
+def test_holds_literal_answers_as_the_compiled_prefilter_in_both_of_its_modes(monkeypatch):
+    """``holds_literal`` tests ``in`` for the first lines asked and searches the compiled alternation after
+    that: the same answer as ``prefilter()`` on every example line, every literal and lines holding none."""
+    from topodoc import catalogue
+
+    lines = [ex.line for sig in catalogue.signatures() for ex in sig.examples]
+    lines += list(catalogue.literals()) + ["", "nothing to see here", "NCCL INFO Channel 00/0 : 0[0] -> 1[1]"]
+    lines += [lit[1:] + "x" + lit[:-1] for lit in catalogue.literals()]  # near misses
+    for calls in (0, catalogue._HELD_COMPILE_AFTER):
+        monkeypatch.setattr(catalogue, "_HELD_CALLS", [calls])
+        for line in lines:
+            assert catalogue.holds_literal(line) == (catalogue.prefilter().search(line) is not None), line

@@ -17,6 +17,7 @@
  *                                                                       pass (a two-byte filter)
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memrchr */
 #include <Python.h>
 #include <limits.h>
 #include <stdint.h>
@@ -75,11 +76,18 @@ static Py_ssize_t find(const char *b, Py_ssize_t start, Py_ssize_t end, const ch
 /* bytes.rfind(b"\n", low, at) + 1 (low: a newline before at, or 0): the start of the line holding at */
 static Py_ssize_t line_start(const char *b, Py_ssize_t at, Py_ssize_t low)
 {
+#if defined(__GLIBC__)
+    if (at > low) { /* glibc's memrchr is vectorised */
+        const char *p = memrchr(b + low, '\n', (size_t)(at - low));
+        return p ? p - b + 1 : 0;
+    }
+#else
     while (at > low) {
         if (b[at - 1] == '\n')
             return at;
         at--;
     }
+#endif
     return 0;
 }
 

@@ -161,7 +161,7 @@ def _signature(msg: str, line: str) -> catalogue.Signature | None:
     """The catalogue record of the whole line (its patterns may name the source location or ``NCCL
     WARN``), else of the message alone."""
     whole = line if line and msg in line else msg  # a literal missing from the line is missing from msg
-    if not catalogue.prefilter().search(whole[: catalogue.MAX_LINE]):
+    if not catalogue.holds_literal(whole[: catalogue.MAX_LINE]):
         return None
     return catalogue.match(whole) or (catalogue.match(msg) if whole is not msg else None)
 
