@@ -141,16 +141,42 @@ _OTHER_BREAKS = regex.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 def parse(source: str | Iterable[str]) -> list[KernelEvent]:
     """Every event in ``source`` (a whole text or an iterable of lines), in input order."""
     if isinstance(source, str):
-        lines = _candidates(source) if not _OTHER_BREAKS.search(source) else enumerate(source.splitlines(), 1)
-    else:
-        lines = enumerate(source, 1)
-    return _events(lines)
+        reader = Reader()
+        reader.feed(source)
+        return reader.events
+    return _events(enumerate(source, 1))
 
 
-def _candidates(text: str) -> Iterable[tuple[int, str]]:
-    """(line number, line) of the lines of ``text`` (lines end at "\n" only) that hold a literal of
-    :data:`_LITERALS`, in order; every other line reports nothing (:func:`parse_line` and the GPU-lost
-    pair read nothing in it)."""
+class Reader:
+    """:func:`parse` of a text given a piece at a time: :meth:`feed` each piece (whole lines, each piece
+    but the last ending with a newline, as :func:`topodoc.inputs.iter_text` yields them); ``events`` is
+    then what :func:`parse` of the pieces joined returns, and ``lines`` how many lines it numbered. Only
+    the events are kept, never the text."""
+
+    def __init__(self) -> None:
+        self.events: list[KernelEvent] = []
+        self.lines = 0
+        self._pending: list[str | None] = [None]
+        self._every_break = False  # a line break of str.splitlines() other than "\n" was seen
+
+    def feed(self, piece: str) -> None:
+        # parse(text) numbers the lines of str.splitlines() when the text holds one of its other breaks
+        # anywhere, else reads only the "\n" lines holding a literal: the two agree on every piece before
+        # the first such break, so the numbering switches there
+        self._every_break = self._every_break or _OTHER_BREAKS.search(piece) is not None
+        if self._every_break:
+            lines = piece.splitlines()
+            _events(enumerate(lines, self.lines + 1), self.events, self._pending)
+            self.lines += len(lines)
+        else:
+            _events(_candidates(piece, self.lines + 1), self.events, self._pending)
+            self.lines += piece.count("\n")
+
+
+def _candidates(text: str, first: int = 1) -> Iterable[tuple[int, str]]:
+    """(line number, line) of the lines of ``text`` (lines end at "\n" only, the first numbered
+    ``first``) that hold a literal of :data:`_LITERALS`, in order; every other line reports nothing
+    (:func:`parse_line` and the GPU-lost pair read nothing in it)."""
     starts: set[int] = set()
     for literal in _LITERALS:
         at = text.find(literal)
@@ -161,7 +187,7 @@ def _candidates(text: str) -> Iterable[tuple[int, str]]:
             if end < 0:
                 break
             at = text.find(literal, end + 1)
-    number, pos = 1, 0
+    number, pos = first, 0
     for start in sorted(starts):
         number += text.count("\n", pos, start)
         pos = start
@@ -169,9 +195,13 @@ def _candidates(text: str) -> Iterable[tuple[int, str]]:
         yield number, text[start:] if end < 0 else text[start:end]
 
 
-def _events(lines: Iterable[tuple[int, str]]) -> list[KernelEvent]:
-    events: list[KernelEvent] = []
-    pending_gpu: str | None = None  # "NVRM: The NVIDIA GPU X" seen; "fallen off the bus" may follow
+def _events(lines: Iterable[tuple[int, str]], events: list[KernelEvent] | None = None,
+            pending: list[str | None] | None = None) -> list[KernelEvent]:
+    """The events of ``lines`` appended to ``events``; ``pending[0]``: the GPU of an "NVRM: The NVIDIA
+    GPU X" line whose "fallen off the bus" may follow (kept from one call to the next)."""
+    events = [] if events is None else events
+    pending = [None] if pending is None else pending
+    pending_gpu = pending[0]
     for lineno, raw in lines:
         line = raw[:MAX_LINE].rstrip("\r\n")
         if pending_gpu and "fallen off the bus" in line:
@@ -188,6 +218,7 @@ def _events(lines: Iterable[tuple[int, str]]) -> list[KernelEvent]:
         event = parse_line(line, lineno)
         if event is not None:
             events.append(event)
+    pending[0] = pending_gpu
     return events
 
 
@@ -353,6 +384,10 @@ def _amdvi(line: str, lineno: int) -> KernelEvent | None:
 
 def _driver(line: str, lineno: int) -> KernelEvent | None:
     if "mlx5_core" not in line and "efa" not in line:
+        return None
+    if not _DRIVER_BAD.search(line):
+        # each event below needs a word of _DRIVER_BAD in the line: the probe's "failed", or one in the
+        # driver's text, a suffix of the line after ": " (so a match there is one here)
         return None
     probe = _PROBE_FAIL.search(line)
     if probe:

@@ -61,6 +61,14 @@ class TextInput:
     damaged: tuple[str, ...] = ()
     text: str = ""
     secondary: bool = False  # a second kind found in the same file (a paste holding topo -m and a log)
+    # read a piece at a time (a big dmesg, :func:`_streamed`): ``text`` is then empty, and ``has_nccl``
+    # says whether a line held "NCCL"
+    streamed: bool = False
+    has_nccl: bool = False
+
+    def mentions_nccl(self) -> bool:
+        """Whether a line of the text holds ``NCCL`` (the log analyzer then reads it too)."""
+        return self.has_nccl if self.streamed else "NCCL" in self.text
 
 
 def _smi_topo(text: str):
@@ -252,10 +260,105 @@ def _secondary(item: TextInput) -> list[TextInput]:
 
 def read_input(path: str) -> TextInput:
     try:
+        if path != "-" and (path.endswith(".gz") or _size(path) >= STREAM_FROM):
+            item = _streamed(path)
+            if item is not None:
+                return item
         text = read_text(path)
     except TextReadError as err:
         raise InputError(str(err)) from err
     return parse_text(path, text)
+
+
+# a regular file of at least this many bytes (or a .gz) is read a piece at a time when it is a dmesg
+STREAM_FROM = 4 * 2**20
+
+
+def _size(path: str) -> int:
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return 0  # read_text says why
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+
+
+def _streamed(path: str) -> TextInput | None:
+    """:func:`parse_text` of :func:`read_text`'s text of a big dmesg read a piece at a time, holding only
+    the events, never the text (a 50 MB dmesg is mostly other drivers' lines); None when the text is not
+    one that reads the same this way -- shorter than :data:`STREAM_FROM` characters, not a dmesg alone
+    by its head, a paste of several commands, launcher prefixes on its lines -- and is to be read whole
+    (again: a regular file). The same result, the line numbers of its evidence included: each piece of
+    whole lines is cleaned, its long lines cut, searched for prompts and "NCCL", and read by the kernel
+    log's :class:`~topodoc.parsers.kernel_log.Reader`, as the whole text would be."""
+    from topodoc.parsers.kernel_log import Reader
+    from topodoc.text.reader import PrefixCount, clean_lines, print_notes, read_pieces
+
+    reading, raw = read_pieces(path)
+    head: list[str] = []
+    size = 0
+    for piece in raw:
+        head.append(piece)
+        size += len(piece)
+        if size >= STREAM_FROM:
+            break
+    else:
+        return None  # read whole; read_text reads it again
+    head = [clean_lines(piece) for piece in head]
+    found = detect.detect("".join(head)[:detect.HEAD_CHARS])
+    if found.kind != "dmesg" or found.also:
+        return None
+    events, prefixes, cut = Reader(), PrefixCount(), _Cut(MAX_LINE)
+    prompts = lines = 0  # lines: ended by "\n" (the kernel log's may count other breaks)
+    has_nccl = False
+
+    def pieces():
+        yield from head
+        for piece in raw:
+            yield clean_lines(piece)
+
+    for piece in pieces():
+        prefixes.add(piece)
+        piece = cut.cut(piece, lines)
+        has_nccl = has_nccl or "NCCL" in piece
+        for m in _PROMPT_COMMAND.finditer(piece):
+            prompts += 1
+            if prompts > 1 or lines + piece.count("\n", 0, m.start()) > 0:
+                return None  # regions: _by_region reads each command's output as its kind
+        events.feed(piece)
+        lines += piece.count("\n")
+    if not prefixes.few():
+        return None  # clean() would strip a launcher prefix off each line
+    print_notes(reading)
+    return TextInput(path, "dmesg", (), tuple(events.events), None, cut.notes(), streamed=True,
+                     has_nccl=has_nccl)
+
+
+class _Cut:
+    """:func:`cap_lines` a piece at a time: ``cut(piece, before)`` is the piece with its lines cut at
+    ``most`` characters (lines numbered after ``before``), ``notes()`` what :func:`cap_lines` of the
+    whole would say."""
+
+    def __init__(self, most: int) -> None:
+        self.most, self.count, self.first = most, 0, 0
+
+    def cut(self, piece: str, before: int) -> str:
+        if not _longer(piece, self.most):
+            return piece
+        lines = piece.split("\n")
+        for i, line in enumerate(lines):
+            if len(line) > self.most:
+                lines[i] = line[:self.most]
+                self.count += 1
+                self.first = self.first or before + i + 1
+        return "\n".join(lines)
+
+    def notes(self) -> tuple[str, ...]:
+        if not self.count:
+            return ()
+        return (f"{self.count} line(s) longer than {self.most} characters cut (first: line {self.first})",)
 
 
 def parse_text(path: str, text: str) -> TextInput:
