@@ -134,9 +134,16 @@ def test_reading_only_lines_holding_a_literal_finds_every_event_line_by_line_fin
              for line in f.read_text().splitlines()]
     rng = random.Random(3)
     other = ["[ 1.0] audit: apparmor=\"STATUS\" name=\"docker-default\"", "", "efa", "[ 2.0] default efa x",
-             "mlx5_core 0000:0c:00.0: E-Switch: Total vports 2", "no newline at the end"]
-    for _ in range(20):
-        text = "\n".join(rng.choice(lines) if rng.random() < 0.5 else rng.choice(other) for _ in range(200))
+             "mlx5_core 0000:0c:00.0: E-Switch: Total vports 2", "no newline at the end",
+             # a driver's name and a word of _DRIVER_BAD in other cases or on the line's other side
+             "mlx5_core 0000:0c:00.0: mlx5e: interrupt moderation", "[ 3.0] FAIL: mlx5_core 0000:0c:00.0: ok",
+             "mlx5_core 0000:0c:00.0: Port module event: Link Down", "efa 0000:10:1d.0: ERR 5 TimeOut",
+             "mlx5_cmd_check:810:(pid 9): create_mkey(0x200) op_mod(0x0) FAILED, status bad parameter"]
+    unicode = ["mlx5_core 0000:0c:00.0: ſyndrome 0x1 (a long s: a case-insensitive s)",
+               "efa 0000:10:1d.0: TİMEOUT é", "[ 4.0] ﬀ mlx5_core 0000:0c:00.0: health compromised"]
+    for case in range(40):
+        pool = other + unicode if case % 2 else other
+        text = "\n".join(rng.choice(lines) if rng.random() < 0.5 else rng.choice(pool) for _ in range(200))
         assert kernel_log.parse(text) == every_line(text)
         odd = text.replace("\n", "\x0c", 3)  # a line break str.splitlines() knows: the line-by-line path
         assert kernel_log.parse(odd) == every_line(odd)

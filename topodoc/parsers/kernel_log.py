@@ -94,6 +94,9 @@ _DRIVER_BAD = regex.compile(
     r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN|not responding",
     regex.IGNORECASE
 )
+# in lower case, a line matching _DRIVER_BAD holds one of these ("err" for "error" and "\bERR\b")
+_BAD_WORDS = ("fail", "err", "syndrome", "health", "fatal", "timeout", "assert", "unrecover", "link down",
+              "not responding")
 _PROBE_FAIL = regex.compile(
     r"\b(?P<drv>mlx5_core|efa): probe of (?P<dev>" + _BDF + r") failed with error (?P<err>-?\d++)"
 )
@@ -132,8 +135,10 @@ class KernelEvent:
 # bus" ends the multi-line GPU-lost message; efa is followed by a space or a colon in both of its
 # patterns): a whole text is searched for them, one str.find pass each,
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
-_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
-             "available PCIe bandwidth", "mlx5_c", "efa ", "efa:", "fallen off the bus")
+_RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
+                  "available PCIe bandwidth", "fallen off the bus")
+_DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
+_LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
 _OTHER_BREAKS = regex.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
@@ -176,23 +181,42 @@ class Reader:
 def _candidates(text: str, first: int = 1) -> Iterable[tuple[int, str]]:
     """(line number, line) of the lines of ``text`` (lines end at "\n" only, the first numbered
     ``first``) that hold a literal of :data:`_LITERALS`, in order; every other line reports nothing
-    (:func:`parse_line` and the GPU-lost pair read nothing in it)."""
+    (:func:`parse_line` and the GPU-lost pair read nothing in it). Of the lines holding only a driver's
+    name (:data:`_DRIVER_LITERALS`: a big dmesg may hold one on every fourth line), only those holding a
+    word of ``_DRIVER_BAD`` too: the driver's two parsers read nothing in the others."""
     starts: set[int] = set()
-    for literal in _LITERALS:
-        at = text.find(literal)
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            starts.add(start)
-            end = text.find("\n", at)
-            if end < 0:
-                break
-            at = text.find(literal, end + 1)
+    for literal in _RARE_LITERALS:
+        _line_starts(text, text, literal, starts)
+    if text.isascii():  # (ASCII: a case-insensitive match of an ASCII word is a match in text.lower())
+        lowered, bad = text.lower(), set()
+        for word in _BAD_WORDS:
+            _line_starts(lowered, text, word, bad)
+        for start in bad - starts:
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            if any(text.find(literal, start, end) >= 0 for literal in _DRIVER_LITERALS):
+                starts.add(start)
+    else:
+        for literal in _DRIVER_LITERALS:
+            _line_starts(text, text, literal, starts)
     number, pos = first, 0
     for start in sorted(starts):
         number += text.count("\n", pos, start)
         pos = start
         end = text.find("\n", start)
         yield number, text[start:] if end < 0 else text[start:end]
+
+
+def _line_starts(text: str, lines: str, literal: str, starts: set[int]) -> None:
+    """Add to ``starts`` where each line of ``lines`` that holds ``literal`` in ``text`` starts (``text``
+    is ``lines`` or of its length, "\n" at the same places)."""
+    at = text.find(literal)
+    while at >= 0:
+        starts.add(lines.rfind("\n", 0, at) + 1)
+        end = lines.find("\n", at)
+        if end < 0:
+            break
+        at = text.find(literal, end + 1)
 
 
 def _events(lines: Iterable[tuple[int, str]], events: list[KernelEvent] | None = None,
