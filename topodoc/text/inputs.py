@@ -311,7 +311,7 @@ def _streamed(path: str) -> TextInput | None:
     if found.kind != "dmesg" or found.also:
         return None
     events, prefixes, cut = Reader(), PrefixCount(), _Cut(MAX_LINE)
-    prompts = lines = 0  # lines: ended by "\n" (the kernel log's may count other breaks)
+    lines = 0  # ended by "\n" (the kernel log's may count other breaks)
     has_nccl = False
 
     def pieces():
@@ -323,10 +323,8 @@ def _streamed(path: str) -> TextInput | None:
         prefixes.add(piece)
         piece = cut.cut(piece, lines)
         has_nccl = has_nccl or "NCCL" in piece
-        for m in _PROMPT_COMMAND.finditer(piece):
-            prompts += 1
-            if prompts > 1 or lines + piece.count("\n", 0, m.start()) > 0:
-                return None  # regions: _by_region reads each command's output as its kind
+        if _prompt_after_first(piece, lines):
+            return None  # regions: _by_region reads each command's output as its kind
         events.feed(piece)
         lines += piece.count("\n")
     if not prefixes.few():
@@ -334,6 +332,21 @@ def _streamed(path: str) -> TextInput | None:
     print_notes(reading)
     return TextInput(path, "dmesg", (), tuple(events.events), None, cut.notes(), streamed=True,
                      has_nccl=has_nccl)
+
+
+# _PROMPT_COMMAND after a newline (its ^), so that ``re`` looks only there; every prompt holds one of these
+_PROMPT_AFTER_NEWLINE = re.compile("\n(?:" + _PROMPT_COMMAND.pattern.removeprefix("^") + ")", re.M)
+_PROMPT_CHARS = ("$", "#", "%", "PS ")
+
+
+def _prompt_after_first(piece: str, before: int) -> bool:
+    """Whether :func:`regions` finds a prompt in ``piece`` (whole lines, ``before`` lines before it) that
+    is not on the text's first line: the text then has regions (:func:`_by_region`)."""
+    if not any(char in piece for char in _PROMPT_CHARS):
+        return False
+    if before and _PROMPT_COMMAND.match(piece):
+        return True
+    return _PROMPT_AFTER_NEWLINE.search(piece) is not None
 
 
 class _Cut:

@@ -18,6 +18,11 @@ _COMMON_PREFIX = regex.compile(r"^(?:\d{1,5}|[A-Za-z][\w.-]{0,62}+): ")
 _MPI_PREFIX_LINES = regex.compile(_MPI_PREFIX.pattern, regex.MULTILINE)  # ^: after "\n" only, as split
 _PREFIX_LIKE_LINES = re.compile(r"^(?:\d{1,5}|[A-Za-z][^\s:]{0,62}): ", re.MULTILINE)
 _NO_PRINTABLE_LINE = regex.compile(r"^[^\n!-~]*+$", regex.MULTILINE)
+# the two patterns above on the first line of a text, and after a newline (of a text ending with one)
+_PREFIX_LIKE_FIRST = re.compile(_PREFIX_LIKE_LINES.pattern.removeprefix("^"))
+_PREFIX_LIKE_AFTER_NEWLINE = re.compile("\n" + _PREFIX_LIKE_LINES.pattern.removeprefix("^"))
+_BLANK_FIRST = re.compile(r"[^\n!-~]*\n")
+_BLANK_AFTER_NEWLINE = re.compile(r"\n[^\n!-~]*(?=\n)")
 
 
 class TextReadError(ValueError):
@@ -93,9 +98,12 @@ class PrefixCount:
         self.prefixed = self.filled = 0
 
     def add(self, piece: str) -> None:
-        self.prefixed += sum(1 for _ in _PREFIX_LIKE_LINES.finditer(piece))
-        # each piece's count + 1 counts the empty string after its last newline, which the pattern finds
-        self.filled += piece.count("\n") + 1 - len(_NO_PRINTABLE_LINE.findall(piece))
+        # the patterns after a newline, so that ``re`` looks only there, and on the piece's first line
+        first = _PREFIX_LIKE_FIRST.match(piece) is not None
+        self.prefixed += first + sum(1 for _ in _PREFIX_LIKE_AFTER_NEWLINE.finditer(piece))
+        # _few_prefixed's count + 1 less the empty lines, the one after the text's last newline included
+        blank = _BLANK_FIRST.match(piece) is not None
+        self.filled += piece.count("\n") - blank - sum(1 for _ in _BLANK_AFTER_NEWLINE.finditer(piece))
 
     def few(self) -> bool:
         return not self.prefixed or (self.filled >= 3 and self.prefixed * 10 < self.filled * 9)
