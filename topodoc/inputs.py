@@ -42,7 +42,7 @@ _ANSI_PATTERN = (
 )
 # Whether _ANSI_PATTERN can match at all (every match starts with ESC or is a lost-ESC colour code): a plain
 # ``re`` search, so text without escapes (most logs) never loads the ``regex`` module's compiler.
-_MAYBE_ANSI = re.compile(r"\x1b|\[[0-9;]{0,8}m")
+_LOST_ESC = re.compile(r"\[[0-9;]{0,8}m")  # (a literal first: re scans for it)
 _ansi = None
 
 
@@ -311,7 +311,7 @@ def decode(data: bytes) -> str:
 def strip_ansi(text: str) -> str:
     """``text`` without ANSI escape sequences (also those whose ESC byte was lost in a paste)."""
     global _ansi
-    if not ("\x1b" in text or "[" in text) or not _MAYBE_ANSI.search(text):
+    if "\x1b" not in text and ("[" not in text or not _LOST_ESC.search(text)):
         return text
     if _ansi is None:
         import regex

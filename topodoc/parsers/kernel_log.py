@@ -140,7 +140,11 @@ _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", 
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
-_OTHER_BREAKS = regex.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _other_breaks(text: str) -> bool:
+    return any(char in text for char in _OTHER_BREAKS)  # (one fast scan per character)
 
 
 def parse(source: str | Iterable[str]) -> list[KernelEvent]:
@@ -168,7 +172,7 @@ class Reader:
         # parse(text) numbers the lines of str.splitlines() when the text holds one of its other breaks
         # anywhere, else reads only the "\n" lines holding a literal: the two agree on every piece before
         # the first such break, so the numbering switches there
-        self._every_break = self._every_break or _OTHER_BREAKS.search(piece) is not None
+        self._every_break = self._every_break or _other_breaks(piece)
         if self._every_break:
             lines = piece.splitlines()
             _events(enumerate(lines, self.lines + 1), self.events, self._pending)
