@@ -170,3 +170,23 @@ def test_reading_a_text_a_piece_at_a_time_is_reading_it_line_by_line(monkeypatch
             lines, long_lines, capped = inputs._read_lines(stream(data), most_lines, most)
             expected = ("".join(line + "\n" for line in lines), long_lines, capped)
             assert inputs._read_all(stream(data), most_lines, most) == expected
+
+
+def test_reader_fed_pieces_cut_after_newlines_reads_as_parse_of_the_whole():
+    """kernel_log.Reader (a big dmesg read a piece at a time) against parse() of the whole text, on the
+    fixtures mixed, cut after random newlines, with str.splitlines()'s other breaks in some pieces."""
+    import random
+
+    from topodoc.parsers.kernel_log import Reader
+
+    lines = [line for f in LOGS for line in f.read_text().splitlines()]
+    rng = random.Random(5)
+    for _ in range(30):
+        text = "\n".join(rng.choice(lines + ["", "a\x0cb NVRM: Xid (PCI:0000:3b:00): 13, x"])
+                         for _ in range(150)) + "\n"
+        cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == "\n"], 6))
+        reader = Reader()
+        for start, end in zip([0, *cuts], [*cuts, len(text)]):
+            reader.feed(text[start:end])
+        assert reader.events == parse(text)
+        assert reader.lines == len(text.splitlines())

@@ -166,14 +166,12 @@ class Reader:
         self.events: list[KernelEvent] = []
         self.lines = 0
         self._pending: list[str | None] = [None]
-        self._every_break = False  # a line break of str.splitlines() other than "\n" was seen
 
     def feed(self, piece: str) -> None:
         # parse(text) numbers the lines of str.splitlines() when the text holds one of its other breaks
-        # anywhere, else reads only the "\n" lines holding a literal: the two agree on every piece before
-        # the first such break, so the numbering switches there
-        self._every_break = self._every_break or _other_breaks(piece)
-        if self._every_break:
+        # anywhere, else reads only the "\n" lines holding a literal: the two agree on a piece holding
+        # none, so each piece is read the one way or the other, its lines numbered after the last piece's
+        if _other_breaks(piece):
             lines = piece.splitlines()
             _events(enumerate(lines, self.lines + 1), self.events, self._pending)
             self.lines += len(lines)

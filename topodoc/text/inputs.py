@@ -293,10 +293,19 @@ def _streamed(path: str) -> TextInput | None:
     (again: a regular file). The same result, the line numbers of its evidence included: each piece of
     whole lines is cleaned, its long lines cut, searched for prompts and "NCCL", and read by the kernel
     log's :class:`~topodoc.parsers.kernel_log.Reader`, as the whole text would be."""
-    from topodoc.parsers.kernel_log import Reader
-    from topodoc.text.reader import PrefixCount, clean_lines, print_notes, read_pieces
+    from topodoc.text.reader import read_pieces
 
     reading, raw = read_pieces(path)
+    try:
+        return _stream(path, reading, raw)
+    finally:
+        raw.close()
+
+
+def _stream(path: str, reading, raw) -> TextInput | None:
+    from topodoc.parsers.kernel_log import Reader
+    from topodoc.text.reader import PrefixCount, clean_lines, print_notes
+
     head: list[str] = []
     size = 0
     for piece in raw:
@@ -307,6 +316,12 @@ def _streamed(path: str) -> TextInput | None:
     else:
         return None  # read whole; read_text reads it again
     head = [clean_lines(piece) for piece in head]
+    size = sum(map(len, head))
+    for piece in raw if size < detect.HEAD_CHARS else ():  # what detect() reads of the cleaned text
+        head.append(clean_lines(piece))
+        size += len(head[-1])
+        if size >= detect.HEAD_CHARS:
+            break
     found = detect.detect("".join(head)[:detect.HEAD_CHARS])
     if found.kind != "dmesg" or found.also:
         return None
