@@ -186,7 +186,7 @@ def test_reader_fed_pieces_cut_after_newlines_reads_as_parse_of_the_whole():
                          for _ in range(150)) + "\n"
         cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == "\n"], 6))
         reader = Reader()
-        for start, end in zip([0, *cuts], [*cuts, len(text)]):
+        for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
             reader.feed(text[start:end])
         assert reader.events == parse(text)
         assert reader.lines == len(text.splitlines())
