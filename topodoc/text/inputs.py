@@ -288,11 +288,11 @@ def _size(path: str) -> int:
 def _streamed(path: str) -> TextInput | None:
     """:func:`parse_text` of :func:`read_text`'s text of a big dmesg read a piece at a time, holding only
     the events, never the text (a 50 MB dmesg is mostly other drivers' lines); None when the text is not
-    one that reads the same this way -- shorter than :data:`STREAM_FROM` characters, not a dmesg alone
-    by its head, a paste of several commands, launcher prefixes on its lines -- and is to be read whole
-    (again: a regular file). The same result, the line numbers of its evidence included: each piece of
-    whole lines is cleaned, its long lines cut, searched for prompts and "NCCL", and read by the kernel
-    log's :class:`~topodoc.parsers.kernel_log.Reader`, as the whole text would be."""
+    one that reads the same this way -- not a dmesg alone by its head, a paste of several commands,
+    launcher prefixes on its lines -- and is to be read whole (again: a regular file). The same result,
+    the line numbers of its evidence included: each piece of whole lines is cleaned, its long lines cut,
+    searched for prompts and "NCCL", and read by the kernel log's
+    :class:`~topodoc.parsers.kernel_log.Reader`, as the whole text would be."""
     from topodoc.text.reader import read_pieces
 
     reading, raw = read_pieces(path)
@@ -308,21 +308,15 @@ def _stream(path: str, reading, raw) -> TextInput | None:
 
     head: list[str] = []
     size = 0
-    for piece in raw:
-        head.append(piece)
-        size += len(piece)
-        if size >= STREAM_FROM:
-            break
-    else:
-        return None  # read whole; read_text reads it again
-    head = [clean_lines(piece) for piece in head]
-    size = sum(map(len, head))
-    for piece in raw if size < detect.HEAD_CHARS else ():  # what detect() reads of the cleaned text
+    for piece in raw:  # what detect() reads of the cleaned text
         head.append(clean_lines(piece))
         size += len(head[-1])
         if size >= detect.HEAD_CHARS:
             break
-    found = detect.detect("".join(head)[:detect.HEAD_CHARS])
+    text = "".join(head)[:detect.HEAD_CHARS]
+    if not detect.BY_NAME["dmesg"].test(text, text.split("\n")):
+        return None  # (the dmesg marks alone first: a big NCCL log is not detected twice)
+    found = detect.detect(text)
     if found.kind != "dmesg" or found.also:
         return None
     events, prefixes, cut = Reader(), PrefixCount(), _Cut(MAX_LINE)
