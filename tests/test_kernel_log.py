@@ -190,3 +190,56 @@ def test_reader_fed_pieces_cut_after_newlines_reads_as_parse_of_the_whole():
             reader.feed(text[start:end])
         assert reader.events == parse(text)
         assert reader.lines == len(text.splitlines())
+
+
+def test_cmdline_reader_reads_as_every_line_read_and_keeps_the_first_unknown_lines():
+    """parsers.cmdline.parse (and its Reader fed pieces cut after newlines) against every line read by the
+    three patterns: the same command lines, and the first MAX_UNKNOWN other lines (a whole dmesg holds
+    its boot command line among half a million others)."""
+    import random
+    import re
+
+    from topodoc.parsers import cmdline
+
+    def every_line(text):
+        found, unknown = [], []
+        for number, raw in enumerate(text.split("\n"), start=1):
+            line = raw.rstrip()
+            if not line.strip():
+                continue
+            patterns = (("grub", cmdline._GRUB), ("boot", cmdline._BOOT), ("proc", cmdline._PROC))
+            for source, pattern in patterns:
+                m = pattern.search(line) if source == "boot" else pattern.match(line)
+                if m and ("=" in m["cmd"]):
+                    found.append(cmdline.CmdlineLine(source=source, params=cmdline._params(m["cmd"]),
+                                                     line=number))
+                    break
+            else:
+                if not re.search(r"(?:^|[$#] )cat /proc/cmdline\s*$", line):
+                    unknown.append((number, line))
+        return tuple(found), tuple(unknown[: cmdline.MAX_UNKNOWN])
+
+    pool = ["[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz root=UUID=abc ro iommu=pt",
+            "[    0.012345] Kernel command line: BOOT_IMAGE=/vmlinuz intel_iommu=on pci=noacs", "",
+            'GRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=on iommu=pt"', "BOOT_IMAGE=/vmlinuz-6.5 ro quiet",
+            "$ cat /proc/cmdline", "[    1.0] pci 0000:00:00.0: [8086:09a2] type 00 class 0x088000",
+            "Command line: noequals", "  ", "[ 2.0] x BOOT_IMAGE= y",
+            "[    0.0] Kernel command line: root=/dev/sda1 iommu=pt"]
+    rng = random.Random(6)
+    for case in range(30):
+        size = rng.choice([5, 50, 3000])
+        lines = pool[:2] + pool[-1:] + pool[2:] * 30  # command lines rare
+        text = "\n".join(rng.choice(lines) for _ in range(size)) + rng.choice(["", "\n"])
+        want = every_line(text)
+        for cuts in (0, 5):
+            reader = cmdline.Reader()
+            newlines = [i + 1 for i, c in enumerate(text) if c == "\n"]
+            ends = sorted(rng.sample(newlines, min(cuts, len(newlines))))
+            for start, end in zip([0, *ends], [*ends, len(text)], strict=True):
+                reader.feed(text[start:end])
+            if not want[0]:
+                with pytest.raises(cmdline.CmdlineParseError):
+                    reader.result()
+                continue
+            got = reader.result()
+            assert (got.lines, got.unknown) == want, case
