@@ -1,7 +1,8 @@
 """A big dmesg read a piece at a time (``text.inputs._streamed``) reads as the whole text does: the same
 kinds, events (line numbers included), notes on stderr and "holds NCCL" answer, on generated dmesg texts
-with every decoration the reader cleans (CRLF, ANSI codes, NULs, MPI prefixes, UTF-16, gzip), long lines,
-line breaks other than "\\n", prompts and launcher prefixes (those two read whole again).
+with a boot command line (a second kind) or not, with every decoration the reader cleans (CRLF, ANSI
+codes, NULs, MPI prefixes, UTF-16, gzip), long lines, line breaks other than "\\n", prompts and launcher
+prefixes (those two read whole again).
 
 The sizes are made small (pieces of a few dozen characters, streaming from a few hundred) so that every
 cut falls somewhere.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from topodoc import inputs as reading
+from topodoc.parsers import cmdline
 from topodoc.text import detect, inputs
 
 KERNEL = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "kernel_log").glob("*.log"))
@@ -39,6 +41,11 @@ def _text(rng: random.Random) -> str:
             lines[at] + " " + "y" * rng.choice([70_000]), lines[at] + "\x0c" + rng.choice(LINES),
             "$ lspci", "node1$ dmesg | tail",
         ])
+    if rng.random() < 0.4:  # a whole dmesg prints the boot command line: read as a second kind
+        lines.insert(rng.choice([0, 1, len(lines) // 2]),
+                     "[    0.000000] Command line: BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on")
+    if rng.random() < 0.2:
+        lines.insert(rng.randrange(len(lines)), "[ 0.1] Kernel command line: root=/dev/sda1 pci=noacs")
     if rng.random() < 0.15:
         lines.insert(0, "user@host:~$ sudo dmesg -T")
     if rng.random() < 0.1:
@@ -62,22 +69,26 @@ def _read(path: str, capsys) -> tuple[list, str]:
 
 def test_streamed_dmesg_reads_as_the_whole_text(tmp_path, monkeypatch, capsys):
     rng = random.Random(25)
-    streamed = 0
+    streamed = seconds = 0
     for case in range(120):
         text = _text(rng)
         path = _write(tmp_path, case, text, rng)
         monkeypatch.setattr(detect, "HEAD_CHARS", rng.choice([100, 1000, 1 << 18]))  # for both reads
+        monkeypatch.setattr(cmdline, "MAX_UNKNOWN", rng.choice([3, 1000]))
         monkeypatch.setattr(inputs, "STREAM_FROM", 1 << 40)
         monkeypatch.setattr(reading, "_PIECE", 1 << 20)
         whole = _read(path, capsys)
         monkeypatch.setattr(inputs, "STREAM_FROM", rng.choice([1, 200, 900]))
         monkeypatch.setattr(reading, "_PIECE", rng.choice([7, 64, 300]))
         if inputs._size(path) >= inputs.STREAM_FROM or path.endswith(".gz"):
-            streamed += inputs._streamed(path) is not None
+            item = inputs._streamed(path)
+            streamed += item is not None
+            seconds += bool(item and item.read_with)
             capsys.readouterr()
         assert _read(path, capsys) == whole, (case, text[:300])
         monkeypatch.undo()
-    assert streamed >= 40  # most cases took the streamed path (not a comparison of the whole path twice)
+    # most cases took the streamed path (not a comparison of the whole path twice), some with a command line
+    assert streamed >= 40 and seconds >= 10, (streamed, seconds)
 
 
 def test_streamed_dmesg_holds_no_text(tmp_path, monkeypatch):

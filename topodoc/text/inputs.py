@@ -65,6 +65,7 @@ class TextInput:
     # says whether a line held "NCCL"
     streamed: bool = False
     has_nccl: bool = False
+    read_with: tuple[TextInput, ...] = ()  # streamed: its second kinds' entries, read in the same pass
 
     def mentions_nccl(self) -> bool:
         """Whether a line of the text holds ``NCCL`` (the log analyzer then reads it too)."""
@@ -244,6 +245,8 @@ def _by_region(item: TextInput) -> list[TextInput]:
 
 
 def _secondary(item: TextInput) -> list[TextInput]:
+    if item.streamed:
+        return list(item.read_with)
     extra = []
     for kind in item.also:
         if kind == "nccl-log":
@@ -317,9 +320,10 @@ def _stream(path: str, reading, raw) -> TextInput | None:
     if not detect.BY_NAME["dmesg"].test(text, text.split("\n")):
         return None  # (the dmesg marks alone first: a big NCCL log is not detected twice)
     found = detect.detect(text)
-    if found.kind != "dmesg" or found.also:
+    if found.kind != "dmesg" or any(kind not in _STREAMED_SECOND for kind in found.also):
         return None
     events, prefixes, cut = Reader(), PrefixCount(), _Cut(MAX_LINE)
+    second = {kind: _STREAMED_SECOND[kind]() for kind in found.also}
     lines = 0  # ended by "\n" (the kernel log's may count other breaks)
     has_nccl = False
 
@@ -335,12 +339,34 @@ def _stream(path: str, reading, raw) -> TextInput | None:
         if _prompt_after_first(piece, lines):
             return None  # regions: _by_region reads each command's output as its kind
         events.feed(piece)
+        for reader in second.values():
+            reader.feed(piece)
         lines += piece.count("\n")
     if not prefixes.few():
         return None  # clean() would strip a launcher prefix off each line
     print_notes(reading)
-    return TextInput(path, "dmesg", (), tuple(events.events), None, cut.notes(), streamed=True,
-                     has_nccl=has_nccl)
+    extra = []
+    for kind, reader in second.items():  # as _secondary reads them
+        try:
+            parsed = reader.result()
+        except (ValueError, KeyError, IndexError):
+            continue
+        damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
+        extra.append(TextInput(path, kind, (), parsed, None, damaged, secondary=True, streamed=True,
+                               has_nccl=has_nccl))
+    return TextInput(path, "dmesg", found.also, tuple(events.events), None, cut.notes(), streamed=True,
+                     has_nccl=has_nccl, read_with=tuple(extra))
+
+
+def _cmdline_reader():
+    from topodoc.parsers.cmdline import Reader
+
+    return Reader()
+
+
+# the second kinds a dmesg's head may show that are read in the same pass (a whole dmesg prints the boot
+# command line): kind -> a reader of pieces (``feed``, ``result()`` as the kind's parse of the whole)
+_STREAMED_SECOND = {"kernel-cmdline": _cmdline_reader}
 
 
 # _PROMPT_COMMAND after a newline (its ^), so that ``re`` looks only there; every prompt holds one of these
