@@ -80,7 +80,7 @@ def test_streamed_dmesg_reads_as_the_whole_text(tmp_path, monkeypatch, capsys):
         whole = _read(path, capsys)
         monkeypatch.setattr(inputs, "STREAM_FROM", rng.choice([1, 200, 900]))
         monkeypatch.setattr(reading, "_PIECE", rng.choice([7, 64, 300]))
-        if inputs._size(path) >= inputs.STREAM_FROM or path.endswith(".gz"):
+        if inputs._streamable(path):
             item = inputs._streamed(path)
             streamed += item is not None
             seconds += bool(item and item.read_with)
@@ -112,3 +112,16 @@ def test_a_second_prompt_reads_the_paste_whole_by_regions(tmp_path, monkeypatch,
     assert inputs._streamed(str(path)) is None
     kinds = [i.kind for i in inputs.read_inputs([str(path)])]
     assert "dmesg" in kinds and "lsmod" in kinds
+
+
+def test_only_a_regular_file_is_streamed(tmp_path, monkeypatch):
+    """A pipe named *.gz is read once, whole: the streamed read could not read it again."""
+    import os
+
+    monkeypatch.setattr(inputs, "STREAM_FROM", 1)
+    fifo = tmp_path / "dmesg.log.gz"
+    os.mkfifo(fifo)
+    assert not inputs._streamable(str(fifo)) and not inputs._streamable(str(tmp_path / "missing.gz"))
+    plain = tmp_path / "dmesg.log"
+    plain.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert inputs._streamable(str(plain))

@@ -263,7 +263,7 @@ def _secondary(item: TextInput) -> list[TextInput]:
 
 def read_input(path: str) -> TextInput:
     try:
-        if path != "-" and (path.endswith(".gz") or _size(path) >= STREAM_FROM):
+        if path != "-" and _streamable(path):
             item = _streamed(path)
             if item is not None:
                 return item
@@ -277,15 +277,16 @@ def read_input(path: str) -> TextInput:
 STREAM_FROM = 4 * 2**20
 
 
-def _size(path: str) -> int:
+def _streamable(path: str) -> bool:
+    """A regular file (read again from its start when the streamed read gives up) that is big or a .gz."""
     import os
     import stat
 
     try:
         info = os.stat(path)
     except OSError:
-        return 0  # read_text says why
-    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+        return False  # read_text says why
+    return stat.S_ISREG(info.st_mode) and (info.st_size >= STREAM_FROM or path.endswith(".gz"))
 
 
 def _streamed(path: str) -> TextInput | None:
