@@ -8,7 +8,9 @@ Each reader runs on generated input of three sizes as a user runs it (``topodoc 
 in this process on hand-built machines, ``benchmarks/pairs_bench.py``'s). The CLI's fixed cost (a
 one-line input of the same reader, least of three runs) is subtracted, then the CPU seconds are divided
 by the input's units: MB of log or dmesg, GPUs or GPU pairs of a paste or machine (every pair is
-derived, so pairs are the unit that should stay flat), nodes of a fleet. ``--base`` scales the 1x size.
+derived, so pairs are the unit that should stay flat), nodes of a fleet. The lspci row is followed by a
+4,096-GPU paste, over derive's MAX_GPUS: its refusal's CPU seconds and peak RSS. ``--base`` scales the
+1x size.
 Figures only, not a test; on a loaded 2-core machine expect +-30% per figure.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -51,7 +54,7 @@ def gen_logs(folder: str, scale: float) -> tuple[str, dict]:
 
 
 def gen_lspci(folder: str, scale: float) -> tuple[str, dict]:
-    gpus = max(2, round(16 * scale))
+    gpus = max(2, round(8 * scale))  # 16x: 128 GPUs, derive's MAX_GPUS (more are refused: refused_row)
     out = []
     for i in range(gpus):
         dom, bus = divmod(i, 200)
@@ -145,6 +148,30 @@ def topo_row(base: float) -> None:
     print(f"{'topo':6} | " + " | ".join(cells), flush=True)
 
 
+def refused_row(folder: str, gpus: int = 4096) -> None:
+    """An lspci paste of ``gpus`` GPUs, more than derive's MAX_GPUS: refused in one line, exit 2, before
+    anything per pair is built; its CPU seconds and peak RSS."""
+    import subprocess
+
+    import logs_bench
+
+    where = os.path.join(folder, "refused")
+    os.makedirs(where)
+    path, _ = gen_lspci(where, gpus / 8)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.Popen(topodoc("diagnose", "--json", path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT))
+    rss = logs_bench.TreeRss(proc.pid)
+    _, err = proc.communicate()
+    peak = rss.stop() // 2**20
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spent = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    said = err.decode(errors="replace").strip().splitlines()
+    print(f"{'lspci':6} | {gpus} GPUs: exit {proc.returncode} in {spent:.2f} s CPU, RSS {peak} MiB, "
+          f"{len(said)} line(s) on stderr: {said[-1] if said else ''}", flush=True)
+    shutil.rmtree(where)
+
+
 def row(name: str, base: float, folder: str) -> None:
     gen, argv = READERS[name]
     os.makedirs(os.path.join(folder, "fixed"))
@@ -179,6 +206,8 @@ def main() -> None:
                 topo_row(args.base)
             else:
                 row(name, args.base, folder)
+            if name == "lspci":
+                refused_row(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -134,9 +134,16 @@ def test_reading_only_lines_holding_a_literal_finds_every_event_line_by_line_fin
              for line in f.read_text().splitlines()]
     rng = random.Random(3)
     other = ["[ 1.0] audit: apparmor=\"STATUS\" name=\"docker-default\"", "", "efa", "[ 2.0] default efa x",
-             "mlx5_core 0000:0c:00.0: E-Switch: Total vports 2", "no newline at the end"]
-    for _ in range(20):
-        text = "\n".join(rng.choice(lines) if rng.random() < 0.5 else rng.choice(other) for _ in range(200))
+             "mlx5_core 0000:0c:00.0: E-Switch: Total vports 2", "no newline at the end",
+             # a driver's name and a word of _DRIVER_BAD in other cases or on the line's other side
+             "mlx5_core 0000:0c:00.0: mlx5e: interrupt moderation", "[ 3.0] FAIL: mlx5_core 0000:0c:00.0: ok",
+             "mlx5_core 0000:0c:00.0: Port module event: Link Down", "efa 0000:10:1d.0: ERR 5 TimeOut",
+             "mlx5_cmd_check:810:(pid 9): create_mkey(0x200) op_mod(0x0) FAILED, status bad parameter"]
+    unicode = ["mlx5_core 0000:0c:00.0: ſyndrome 0x1 (a long s: a case-insensitive s)",
+               "efa 0000:10:1d.0: TİMEOUT é", "[ 4.0] ﬀ mlx5_core 0000:0c:00.0: health compromised"]
+    for case in range(40):
+        pool = other + unicode if case % 2 else other
+        text = "\n".join(rng.choice(lines) if rng.random() < 0.5 else rng.choice(pool) for _ in range(200))
         assert kernel_log.parse(text) == every_line(text)
         odd = text.replace("\n", "\x0c", 3)  # a line break str.splitlines() knows: the line-by-line path
         assert kernel_log.parse(odd) == every_line(odd)
@@ -163,3 +170,76 @@ def test_reading_a_text_a_piece_at_a_time_is_reading_it_line_by_line(monkeypatch
             lines, long_lines, capped = inputs._read_lines(stream(data), most_lines, most)
             expected = ("".join(line + "\n" for line in lines), long_lines, capped)
             assert inputs._read_all(stream(data), most_lines, most) == expected
+
+
+def test_reader_fed_pieces_cut_after_newlines_reads_as_parse_of_the_whole():
+    """kernel_log.Reader (a big dmesg read a piece at a time) against parse() of the whole text, on the
+    fixtures mixed, cut after random newlines, with str.splitlines()'s other breaks in some pieces."""
+    import random
+
+    from topodoc.parsers.kernel_log import Reader
+
+    lines = [line for f in LOGS for line in f.read_text().splitlines()]
+    rng = random.Random(5)
+    for _ in range(30):
+        text = "\n".join(rng.choice(lines + ["", "a\x0cb NVRM: Xid (PCI:0000:3b:00): 13, x"])
+                         for _ in range(150)) + "\n"
+        cuts = sorted(rng.sample([i + 1 for i, c in enumerate(text) if c == "\n"], 6))
+        reader = Reader()
+        for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
+            reader.feed(text[start:end])
+        assert reader.events == parse(text)
+        assert reader.lines == len(text.splitlines())
+
+
+def test_cmdline_reader_reads_as_every_line_read_and_keeps_the_first_unknown_lines():
+    """parsers.cmdline.parse (and its Reader fed pieces cut after newlines) against every line read by the
+    three patterns: the same command lines, and the first MAX_UNKNOWN other lines (a whole dmesg holds
+    its boot command line among half a million others)."""
+    import random
+    import re
+
+    from topodoc.parsers import cmdline
+
+    def every_line(text):
+        found, unknown = [], []
+        for number, raw in enumerate(text.split("\n"), start=1):
+            line = raw.rstrip()
+            if not line.strip():
+                continue
+            patterns = (("grub", cmdline._GRUB), ("boot", cmdline._BOOT), ("proc", cmdline._PROC))
+            for source, pattern in patterns:
+                m = pattern.search(line) if source == "boot" else pattern.match(line)
+                if m and ("=" in m["cmd"]):
+                    found.append(cmdline.CmdlineLine(source=source, params=cmdline._params(m["cmd"]),
+                                                     line=number))
+                    break
+            else:
+                if not re.search(r"(?:^|[$#] )cat /proc/cmdline\s*$", line):
+                    unknown.append((number, line))
+        return tuple(found), tuple(unknown[: cmdline.MAX_UNKNOWN])
+
+    pool = ["[    0.000000] Command line: BOOT_IMAGE=/boot/vmlinuz root=UUID=abc ro iommu=pt",
+            "[    0.012345] Kernel command line: BOOT_IMAGE=/vmlinuz intel_iommu=on pci=noacs", "",
+            'GRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=on iommu=pt"', "BOOT_IMAGE=/vmlinuz-6.5 ro quiet",
+            "$ cat /proc/cmdline", "[    1.0] pci 0000:00:00.0: [8086:09a2] type 00 class 0x088000",
+            "Command line: noequals", "  ", "[ 2.0] x BOOT_IMAGE= y",
+            "[    0.0] Kernel command line: root=/dev/sda1 iommu=pt"]
+    rng = random.Random(6)
+    for case in range(30):
+        size = rng.choice([5, 50, 3000])
+        lines = pool[:2] + pool[-1:] + pool[2:] * 30  # command lines rare
+        text = "\n".join(rng.choice(lines) for _ in range(size)) + rng.choice(["", "\n"])
+        want = every_line(text)
+        for cuts in (0, 5):
+            reader = cmdline.Reader()
+            newlines = [i + 1 for i, c in enumerate(text) if c == "\n"]
+            ends = sorted(rng.sample(newlines, min(cuts, len(newlines))))
+            for start, end in zip([0, *ends], [*ends, len(text)], strict=True):
+                reader.feed(text[start:end])
+            if not want[0]:
+                with pytest.raises(cmdline.CmdlineParseError):
+                    reader.result()
+                continue
+            got = reader.result()
+            assert (got.lines, got.unknown) == want, case

@@ -193,7 +193,7 @@ def _logs(request: Request, texts: list) -> tuple[Any, tuple[str, ...]]:
         if item.secondary or item.kind in _DOCUMENTS:
             continue
         parts = [i for i in texts if i.path == item.path]
-        if all(i.kind in _OWN_LINES and "NCCL" not in i.text for i in parts):
+        if all(i.kind in _OWN_LINES and not i.mentions_nccl() for i in parts):
             continue  # a dmesg or lspci paste its own parsers read line by line, with no NCCL line in it
         items.append(item.path if item.path != "-" else ("<stdin>", io.BytesIO(item.text.encode("utf-8"))))
     items = list(dict.fromkeys(items))

@@ -25,7 +25,8 @@ import io
 import re
 import sys
 import zlib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 MAX_BYTES = 32 * 2**20  # a topology paste or an nccl-tests output is a few hundred KB at most
@@ -41,7 +42,7 @@ _ANSI_PATTERN = (
 )
 # Whether _ANSI_PATTERN can match at all (every match starts with ESC or is a lost-ESC colour code): a plain
 # ``re`` search, so text without escapes (most logs) never loads the ``regex`` module's compiler.
-_MAYBE_ANSI = re.compile(r"\x1b|\[[0-9;]{0,8}m")
+_LOST_ESC = re.compile(r"\[[0-9;]{0,8}m")  # (a literal first: re scans for it)
 _ansi = None
 
 
@@ -80,20 +81,45 @@ def read_text(
 
     Streamed: at most ``max_bytes`` (decompressed) bytes and ``max_lines`` lines are read, and an
     over-long line is counted, never held."""
-    name = label(source)
+    reading = Reading(label(source))
+    text = "".join(iter_text(source, reading, max_bytes, max_lines, max_line))
+    return TextInput(reading.name, text, reading.truncated, tuple(reading.long_lines))
+
+
+@dataclass
+class Reading:
+    """What :func:`iter_text` left out, known once its last piece was read (as :class:`TextInput`'s)."""
+
+    name: str
+    truncated: str | None = None
+    long_lines: list[tuple[int, int]] = field(default_factory=list)
+    capped: bool = False  # max_lines stopped the reading
+
+    def notes(self) -> list[str]:
+        return TextInput(self.name, "", self.truncated, tuple(self.long_lines)).notes()
+
+
+def iter_text(
+    source: str, reading: Reading, max_bytes: int = MAX_BYTES, max_lines: int = MAX_LINES,
+    max_line: int = MAX_LINE,
+) -> Iterator[str]:
+    """The text :func:`read_text` returns, a piece of whole lines at a time (about :data:`_PIECE`
+    characters, each piece ending with a newline): the pieces joined are its text, and once the last one
+    is read ``reading`` holds what it says besides. :class:`InputError` (raised while iterating) when
+    unreadable."""
+    name = reading.name
     try:
         with _opened(source) as raw:
             capped = _Capped(_maybe_gunzip(raw, source), max_bytes)
-            text, long_lines, line_cap = _read_all(_text_stream(capped), max_lines, max_line)
+            yield from _pieces(_text_stream(capped), max_lines, max_line, reading)
     except _Binary as err:
         raise InputError(f"{name}: {err}") from None
     except (OSError, EOFError, zlib.error) as err:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
         raise InputError(f"cannot read {name}: {' '.join(reason.split())[:200]}") from err
-    truncated = f"at {max_bytes} bytes" if capped.truncated else None
-    if line_cap:
-        truncated = f"after {max_lines} lines"
-    return TextInput(name, text, truncated, tuple(long_lines))
+    reading.truncated = f"at {max_bytes} bytes" if capped.truncated else None
+    if reading.capped:
+        reading.truncated = f"after {max_lines} lines"
 
 
 @contextlib.contextmanager
@@ -147,9 +173,16 @@ def _text_stream(capped: _Capped) -> io.TextIOWrapper:
 
 def _read_all(text: io.TextIOWrapper, max_lines: int, max_line: int) -> tuple[str, list, bool]:
     """What :func:`_read_lines` reads, as one text (each line ended by a newline, the last one too), read
-    a piece of text at a time: (text, over-long lines, whether ``max_lines`` stopped us). A piece that
-    holds an over-long line, and whatever follows it, is read line by line."""
-    parts: list[str] = []
+    a piece of text at a time: (text, over-long lines, whether ``max_lines`` stopped us)."""
+    reading = Reading("")
+    text = "".join(_pieces(text, max_lines, max_line, reading))
+    return text, reading.long_lines, reading.capped
+
+
+def _pieces(text: io.TextIOWrapper, max_lines: int, max_line: int, reading: Reading) -> Iterator[str]:
+    """:func:`_read_all`'s text a piece of whole lines at a time (``reading`` gets the over-long lines and
+    whether ``max_lines`` stopped us). A piece that holds an over-long line, and whatever follows it, is
+    read line by line."""
     count, carry = 0, ""
     chars = bad = 0
     while True:
@@ -165,17 +198,32 @@ def _read_all(text: io.TextIOWrapper, max_lines: int, max_line: int) -> tuple[st
         lines = whole.count("\n")
         if len(carry) > max_line or count + lines > max_lines or (
                 whole and max(map(len, whole.split("\n"))) > max_line):
-            rest, long_lines, capped = _read_lines(_Prefixed(whole + carry, text), max_lines - count,
-                                                   max_line)
-            parts += [line + "\n" for line in rest]
-            return "".join(parts), [(n + count, length) for n, length in long_lines], capped
-        parts.append(whole)
+            rest = _Prefixed(whole + carry, text)
+            yield from _line_pieces(rest, max_lines - count, max_line, count, reading)
+            return
+        if whole:
+            yield whole
         count += lines
     if carry:
         if count + 1 > max_lines:
-            return "".join(parts), [], True
-        parts.append(carry + "\n")
-    return "".join(parts), [], False
+            reading.capped = True
+            return
+        yield carry + "\n"
+
+
+def _line_pieces(text, max_lines: int, max_line: int, before: int, reading: Reading) -> Iterator[str]:
+    """:func:`_iter_lines`' lines, each ended by a newline, joined in pieces of about :data:`_PIECE`
+    characters; their over-long lines numbered after the ``before`` lines already read."""
+    batch: list[str] = []
+    size = 0
+    for line in _iter_lines(text, max_lines, max_line, reading, before):
+        batch.append(line + "\n")
+        size += len(line) + 1
+        if size >= _PIECE:
+            yield "".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield "".join(batch)
 
 
 _PIECE = 1 << 20  # characters per read of _read_all
@@ -202,21 +250,28 @@ class _Prefixed:
 
 def _read_lines(text: io.TextIOWrapper, max_lines: int, max_line: int):
     """Lines (over-long ones blanked, their number and length kept), and whether ``max_lines`` stopped us."""
-    lines: list[str] = []
-    long_lines: list[tuple[int, int]] = []
-    chars = bad = 0
-    while len(lines) < max_lines:
+    reading = Reading("")
+    lines = list(_iter_lines(text, max_lines, max_line, reading))
+    return lines, reading.long_lines, reading.capped
+
+
+def _iter_lines(text, max_lines: int, max_line: int, reading: Reading, before: int = 0) -> Iterator[str]:
+    """:func:`_read_lines`' lines one at a time; ``reading`` gets the over-long ones (numbered after
+    ``before`` lines) and whether ``max_lines`` stopped us."""
+    chars = bad = count = 0
+    while count < max_lines:
         piece = text.readline(max_line + 1)
         if not piece:
-            return lines, long_lines, False
+            return
         chars, bad = chars + len(piece), bad + piece.count("\ufffd")
         _refuse_binary(chars, bad)
         if len(piece) > max_line and not piece.endswith("\n"):
             length = len(piece) + _skip_line(text)
-            long_lines.append((len(lines) + 1, length))
+            reading.long_lines.append((before + count + 1, length))
             piece = ""
-        lines.append(piece.rstrip("\n"))
-    return lines, long_lines, bool(text.read(1))
+        count += 1
+        yield piece.rstrip("\n")
+    reading.capped = bool(text.read(1))
 
 
 def _skip_line(text: io.TextIOWrapper) -> int:
@@ -256,7 +311,7 @@ def decode(data: bytes) -> str:
 def strip_ansi(text: str) -> str:
     """``text`` without ANSI escape sequences (also those whose ESC byte was lost in a paste)."""
     global _ansi
-    if not ("\x1b" in text or "[" in text) or not _MAYBE_ANSI.search(text):
+    if "\x1b" not in text and ("[" not in text or not _LOST_ESC.search(text)):
         return text
     if _ansi is None:
         import regex

@@ -6,7 +6,7 @@ Schema (:class:`KernelCmdline`): ``lines``, one :class:`CmdlineLine` per command
 from: ``proc``, ``grub`` or ``boot``; its ``params`` as ``(name, value or None)`` in order; 1-based
 ``line``); :meth:`KernelCmdline.settings` gives the IOMMU and ACS settings that matter for peer-to-peer
 (``intel_iommu``, ``amd_iommu``, ``iommu``, ``iommu.passthrough``, ``pci`` containing ``noacs``) with the
-last value of each, as the kernel reads them; ``unknown``: other lines.
+last value of each, as the kernel reads them; ``unknown``: other lines (the first :data:`MAX_UNKNOWN`).
 """
 
 from __future__ import annotations
@@ -57,23 +57,74 @@ def looks_like(lines: list[str]) -> bool:
 
 
 def parse(text: str) -> KernelCmdline:
-    found: list[CmdlineLine] = []
-    unknown: list[tuple[int, str]] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    reader = Reader()
+    reader.feed(text)
+    return reader.result()
+
+
+MAX_UNKNOWN = 1000  # other lines kept: a whole dmesg holds its boot command line among 500,000 others
+# each pattern above needs one of these on the line
+_LITERALS = ("GRUB_CMDLINE_LINUX", "ommand line: ", "BOOT_IMAGE=")
+_CAT = re.compile(r"(?:^|[$#] )cat /proc/cmdline\s*$")
+
+
+class Reader:
+    """:func:`parse` of a text given a piece at a time (each piece but the last ending with a newline):
+    :meth:`feed` each, then :meth:`result` is :func:`parse` of the pieces joined. Once
+    :data:`MAX_UNKNOWN` other lines are kept, only the lines holding a literal of a pattern are read."""
+
+    def __init__(self) -> None:
+        self.found: list[CmdlineLine] = []
+        self.unknown: list[tuple[int, str]] = []
+        self.lines = 0  # "\n" read so far
+
+    def feed(self, piece: str) -> None:
+        number, pos = self.lines + 1, 0
+        self.lines += piece.count("\n")
+        while len(self.unknown) < MAX_UNKNOWN and pos <= len(piece):  # line by line, as text.split("\n")
+            end = piece.find("\n", pos)
+            end = len(piece) if end < 0 else end
+            self._line(number, piece[pos:end])
+            number, pos = number + 1, end + 1
+        if pos <= len(piece):
+            for at, raw in _candidates(piece, pos, number):
+                self._line(at, raw)
+
+    def _line(self, number: int, raw: str) -> None:
         line = raw.rstrip()
         if not line.strip():
-            continue
+            return
         for source, pattern in (("grub", _GRUB), ("boot", _BOOT), ("proc", _PROC)):
             m = pattern.search(line) if source == "boot" else pattern.match(line)
             if m and ("=" in m["cmd"]):
-                found.append(CmdlineLine(source=source, params=_params(m["cmd"]), line=number))
+                self.found.append(CmdlineLine(source=source, params=_params(m["cmd"]), line=number))
+                return
+        if len(self.unknown) < MAX_UNKNOWN and not _CAT.search(line):
+            self.unknown.append((number, line))
+
+    def result(self) -> KernelCmdline:
+        if not self.found:
+            raise CmdlineParseError("no kernel command line")
+        return KernelCmdline(lines=tuple(self.found), unknown=tuple(self.unknown))
+
+
+def _candidates(text: str, pos: int, number: int):
+    """(line number, line) of the lines of ``text`` from ``pos`` (a line start, numbered ``number``) that
+    hold one of :data:`_LITERALS`, in order."""
+    starts: set[int] = set()
+    for literal in _LITERALS:
+        at = text.find(literal, pos)
+        while at >= 0:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            end = text.find("\n", at)
+            if end < 0:
                 break
-        else:
-            if not re.search(r"(?:^|[$#] )cat /proc/cmdline\s*$", line):
-                unknown.append((number, line))
-    if not found:
-        raise CmdlineParseError("no kernel command line")
-    return KernelCmdline(lines=tuple(found), unknown=tuple(unknown))
+            at = text.find(literal, end + 1)
+    for start in sorted(starts):
+        number += text.count("\n", pos, start)
+        pos = start
+        end = text.find("\n", start)
+        yield number, text[start:] if end < 0 else text[start:end]
 
 
 def _params(cmd: str) -> tuple[tuple[str, str | None], ...]:

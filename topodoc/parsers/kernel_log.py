@@ -94,6 +94,9 @@ _DRIVER_BAD = regex.compile(
     r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN|not responding",
     regex.IGNORECASE
 )
+# in lower case, a line matching _DRIVER_BAD holds one of these ("err" for "error" and "\bERR\b")
+_BAD_WORDS = ("fail", "err", "syndrome", "health", "fatal", "timeout", "assert", "unrecover", "link down",
+              "not responding")
 _PROBE_FAIL = regex.compile(
     r"\b(?P<drv>mlx5_core|efa): probe of (?P<dev>" + _BDF + r") failed with error (?P<err>-?\d++)"
 )
@@ -132,36 +135,73 @@ class KernelEvent:
 # bus" ends the multi-line GPU-lost message; efa is followed by a space or a colon in both of its
 # patterns): a whole text is searched for them, one str.find pass each,
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
-_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
-             "available PCIe bandwidth", "mlx5_c", "efa ", "efa:", "fallen off the bus")
+_RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
+                  "available PCIe bandwidth", "fallen off the bus")
+_DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
+_LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
-_OTHER_BREAKS = regex.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _other_breaks(text: str) -> bool:
+    return any(char in text for char in _OTHER_BREAKS)  # (one fast scan per character)
 
 
 def parse(source: str | Iterable[str]) -> list[KernelEvent]:
     """Every event in ``source`` (a whole text or an iterable of lines), in input order."""
     if isinstance(source, str):
-        lines = _candidates(source) if not _OTHER_BREAKS.search(source) else enumerate(source.splitlines(), 1)
-    else:
-        lines = enumerate(source, 1)
-    return _events(lines)
+        reader = Reader()
+        reader.feed(source)
+        return reader.events
+    return _events(enumerate(source, 1))
 
 
-def _candidates(text: str) -> Iterable[tuple[int, str]]:
-    """(line number, line) of the lines of ``text`` (lines end at "\n" only) that hold a literal of
-    :data:`_LITERALS`, in order; every other line reports nothing (:func:`parse_line` and the GPU-lost
-    pair read nothing in it)."""
+class Reader:
+    """:func:`parse` of a text given a piece at a time: :meth:`feed` each piece (whole lines, each piece
+    but the last ending with a newline, as :func:`topodoc.inputs.iter_text` yields them); ``events`` is
+    then what :func:`parse` of the pieces joined returns, and ``lines`` how many lines it numbered. Only
+    the events are kept, never the text."""
+
+    def __init__(self) -> None:
+        self.events: list[KernelEvent] = []
+        self.lines = 0
+        self._pending: list[str | None] = [None]
+
+    def feed(self, piece: str) -> None:
+        # parse(text) numbers the lines of str.splitlines() when the text holds one of its other breaks
+        # anywhere, else reads only the "\n" lines holding a literal: the two agree on a piece holding
+        # none, so each piece is read the one way or the other, its lines numbered after the last piece's
+        if _other_breaks(piece):
+            lines = piece.splitlines()
+            _events(enumerate(lines, self.lines + 1), self.events, self._pending)
+            self.lines += len(lines)
+        else:
+            _events(_candidates(piece, self.lines + 1), self.events, self._pending)
+            self.lines += piece.count("\n")
+
+
+def _candidates(text: str, first: int = 1) -> Iterable[tuple[int, str]]:
+    """(line number, line) of the lines of ``text`` (lines end at "\n" only, the first numbered
+    ``first``) that hold a literal of :data:`_LITERALS`, in order; every other line reports nothing
+    (:func:`parse_line` and the GPU-lost pair read nothing in it). Of the lines holding only a driver's
+    name (:data:`_DRIVER_LITERALS`: a big dmesg may hold one on every fourth line), only those holding a
+    word of ``_DRIVER_BAD`` too: the driver's two parsers read nothing in the others."""
     starts: set[int] = set()
-    for literal in _LITERALS:
-        at = text.find(literal)
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            starts.add(start)
-            end = text.find("\n", at)
-            if end < 0:
-                break
-            at = text.find(literal, end + 1)
-    number, pos = 1, 0
+    for literal in _RARE_LITERALS:
+        _line_starts(text, text, literal, starts)
+    if text.isascii():  # (ASCII: a case-insensitive match of an ASCII word is a match in text.lower())
+        lowered, bad = text.lower(), set()
+        for word in _BAD_WORDS:
+            _line_starts(lowered, text, word, bad)
+        for start in bad - starts:
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            if any(text.find(literal, start, end) >= 0 for literal in _DRIVER_LITERALS):
+                starts.add(start)
+    else:
+        for literal in _DRIVER_LITERALS:
+            _line_starts(text, text, literal, starts)
+    number, pos = first, 0
     for start in sorted(starts):
         number += text.count("\n", pos, start)
         pos = start
@@ -169,9 +209,25 @@ def _candidates(text: str) -> Iterable[tuple[int, str]]:
         yield number, text[start:] if end < 0 else text[start:end]
 
 
-def _events(lines: Iterable[tuple[int, str]]) -> list[KernelEvent]:
-    events: list[KernelEvent] = []
-    pending_gpu: str | None = None  # "NVRM: The NVIDIA GPU X" seen; "fallen off the bus" may follow
+def _line_starts(text: str, lines: str, literal: str, starts: set[int]) -> None:
+    """Add to ``starts`` where each line of ``lines`` that holds ``literal`` in ``text`` starts (``text``
+    is ``lines`` or of its length, "\n" at the same places)."""
+    at = text.find(literal)
+    while at >= 0:
+        starts.add(lines.rfind("\n", 0, at) + 1)
+        end = lines.find("\n", at)
+        if end < 0:
+            break
+        at = text.find(literal, end + 1)
+
+
+def _events(lines: Iterable[tuple[int, str]], events: list[KernelEvent] | None = None,
+            pending: list[str | None] | None = None) -> list[KernelEvent]:
+    """The events of ``lines`` appended to ``events``; ``pending[0]``: the GPU of an "NVRM: The NVIDIA
+    GPU X" line whose "fallen off the bus" may follow (kept from one call to the next)."""
+    events = [] if events is None else events
+    pending = [None] if pending is None else pending
+    pending_gpu = pending[0]
     for lineno, raw in lines:
         line = raw[:MAX_LINE].rstrip("\r\n")
         if pending_gpu and "fallen off the bus" in line:
@@ -188,6 +244,7 @@ def _events(lines: Iterable[tuple[int, str]]) -> list[KernelEvent]:
         event = parse_line(line, lineno)
         if event is not None:
             events.append(event)
+    pending[0] = pending_gpu
     return events
 
 
@@ -353,6 +410,10 @@ def _amdvi(line: str, lineno: int) -> KernelEvent | None:
 
 def _driver(line: str, lineno: int) -> KernelEvent | None:
     if "mlx5_core" not in line and "efa" not in line:
+        return None
+    if not _DRIVER_BAD.search(line):
+        # each event below needs a word of _DRIVER_BAD in the line: the probe's "failed", or one in the
+        # driver's text, a suffix of the line after ": " (so a match there is one here)
         return None
     probe = _PROBE_FAIL.search(line)
     if probe:

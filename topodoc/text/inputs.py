@@ -61,6 +61,15 @@ class TextInput:
     damaged: tuple[str, ...] = ()
     text: str = ""
     secondary: bool = False  # a second kind found in the same file (a paste holding topo -m and a log)
+    # read a piece at a time (a big dmesg, :func:`_streamed`): ``text`` is then empty, and ``has_nccl``
+    # says whether a line held "NCCL"
+    streamed: bool = False
+    has_nccl: bool = False
+    read_with: tuple[TextInput, ...] = ()  # streamed: its second kinds' entries, read in the same pass
+
+    def mentions_nccl(self) -> bool:
+        """Whether a line of the text holds ``NCCL`` (the log analyzer then reads it too)."""
+        return self.has_nccl if self.streamed else "NCCL" in self.text
 
 
 def _smi_topo(text: str):
@@ -236,6 +245,8 @@ def _by_region(item: TextInput) -> list[TextInput]:
 
 
 def _secondary(item: TextInput) -> list[TextInput]:
+    if item.streamed:
+        return list(item.read_with)
     extra = []
     for kind in item.also:
         if kind == "nccl-log":
@@ -252,10 +263,151 @@ def _secondary(item: TextInput) -> list[TextInput]:
 
 def read_input(path: str) -> TextInput:
     try:
+        if path != "-" and _streamable(path):
+            item = _streamed(path)
+            if item is not None:
+                return item
         text = read_text(path)
     except TextReadError as err:
         raise InputError(str(err)) from err
     return parse_text(path, text)
+
+
+# a regular file of at least this many bytes (or a .gz) is read a piece at a time when it is a dmesg
+STREAM_FROM = 4 * 2**20
+
+
+def _streamable(path: str) -> bool:
+    """A regular file (read again from its start when the streamed read gives up) that is big or a .gz."""
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False  # read_text says why
+    return stat.S_ISREG(info.st_mode) and (info.st_size >= STREAM_FROM or path.endswith(".gz"))
+
+
+def _streamed(path: str) -> TextInput | None:
+    """:func:`parse_text` of :func:`read_text`'s text of a big dmesg read a piece at a time, holding only
+    the events, never the text (a 50 MB dmesg is mostly other drivers' lines); None when the text is not
+    one that reads the same this way -- not a dmesg alone by its head, a paste of several commands,
+    launcher prefixes on its lines -- and is to be read whole (again: a regular file). The same result,
+    the line numbers of its evidence included: each piece of whole lines is cleaned, its long lines cut,
+    searched for prompts and "NCCL", and read by the kernel log's
+    :class:`~topodoc.parsers.kernel_log.Reader`, as the whole text would be."""
+    from topodoc.text.reader import read_pieces
+
+    reading, raw = read_pieces(path)
+    try:
+        return _stream(path, reading, raw)
+    finally:
+        raw.close()
+
+
+def _stream(path: str, reading, raw) -> TextInput | None:
+    from topodoc.parsers.kernel_log import Reader
+    from topodoc.text.reader import PrefixCount, clean_lines, print_notes
+
+    head: list[str] = []
+    size = 0
+    for piece in raw:  # what detect() reads of the cleaned text
+        head.append(clean_lines(piece))
+        size += len(head[-1])
+        if size >= detect.HEAD_CHARS:
+            break
+    text = "".join(head)[:detect.HEAD_CHARS]
+    if not detect.BY_NAME["dmesg"].test(text, text.split("\n")):
+        return None  # (the dmesg marks alone first: a big NCCL log is not detected twice)
+    found = detect.detect(text)
+    if found.kind != "dmesg" or any(kind not in _STREAMED_SECOND for kind in found.also):
+        return None
+    events, prefixes, cut = Reader(), PrefixCount(), _Cut(MAX_LINE)
+    second = {kind: _STREAMED_SECOND[kind]() for kind in found.also}
+    lines = 0  # ended by "\n" (the kernel log's may count other breaks)
+    has_nccl = False
+
+    def pieces():
+        yield from head
+        for piece in raw:
+            yield clean_lines(piece)
+
+    for piece in pieces():
+        prefixes.add(piece)
+        piece = cut.cut(piece, lines)
+        has_nccl = has_nccl or "NCCL" in piece
+        if _prompt_after_first(piece, lines):
+            return None  # regions: _by_region reads each command's output as its kind
+        events.feed(piece)
+        for reader in second.values():
+            reader.feed(piece)
+        lines += piece.count("\n")
+    if not prefixes.few():
+        return None  # clean() would strip a launcher prefix off each line
+    print_notes(reading)
+    extra = []
+    for kind, reader in second.items():  # as _secondary reads them
+        try:
+            parsed = reader.result()
+        except (ValueError, KeyError, IndexError):
+            continue
+        damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
+        extra.append(TextInput(path, kind, (), parsed, None, damaged, secondary=True, streamed=True,
+                               has_nccl=has_nccl))
+    return TextInput(path, "dmesg", found.also, tuple(events.events), None, cut.notes(), streamed=True,
+                     has_nccl=has_nccl, read_with=tuple(extra))
+
+
+def _cmdline_reader():
+    from topodoc.parsers.cmdline import Reader
+
+    return Reader()
+
+
+# the second kinds a dmesg's head may show that are read in the same pass (a whole dmesg prints the boot
+# command line): kind -> a reader of pieces (``feed``, ``result()`` as the kind's parse of the whole)
+_STREAMED_SECOND = {"kernel-cmdline": _cmdline_reader}
+
+
+# _PROMPT_COMMAND after a newline (its ^), so that ``re`` looks only there; every prompt holds one of these
+_PROMPT_AFTER_NEWLINE = re.compile("\n(?:" + _PROMPT_COMMAND.pattern.removeprefix("^") + ")", re.M)
+_PROMPT_CHARS = ("$", "#", "%", "PS ")
+
+
+def _prompt_after_first(piece: str, before: int) -> bool:
+    """Whether :func:`regions` finds a prompt in ``piece`` (whole lines, ``before`` lines before it) that
+    is not on the text's first line: the text then has regions (:func:`_by_region`)."""
+    if not any(char in piece for char in _PROMPT_CHARS):
+        return False
+    if before and _PROMPT_COMMAND.match(piece):
+        return True
+    return _PROMPT_AFTER_NEWLINE.search(piece) is not None
+
+
+class _Cut:
+    """:func:`cap_lines` a piece at a time: ``cut(piece, before)`` is the piece with its lines cut at
+    ``most`` characters (lines numbered after ``before``), ``notes()`` what :func:`cap_lines` of the
+    whole would say."""
+
+    def __init__(self, most: int) -> None:
+        self.most, self.count, self.first = most, 0, 0
+
+    def cut(self, piece: str, before: int) -> str:
+        if not _longer(piece, self.most):
+            return piece
+        lines = piece.split("\n")
+        for i, line in enumerate(lines):
+            if len(line) > self.most:
+                lines[i] = line[:self.most]
+                self.count += 1
+                self.first = self.first or before + i + 1
+        return "\n".join(lines)
+
+    def notes(self) -> tuple[str, ...]:
+        if not self.count:
+            return ()
+        return (f"{self.count} line(s) longer than {self.most} characters cut (first: line {self.first})",)
 
 
 def parse_text(path: str, text: str) -> TextInput:

@@ -18,6 +18,11 @@ _COMMON_PREFIX = regex.compile(r"^(?:\d{1,5}|[A-Za-z][\w.-]{0,62}+): ")
 _MPI_PREFIX_LINES = regex.compile(_MPI_PREFIX.pattern, regex.MULTILINE)  # ^: after "\n" only, as split
 _PREFIX_LIKE_LINES = re.compile(r"^(?:\d{1,5}|[A-Za-z][^\s:]{0,62}): ", re.MULTILINE)
 _NO_PRINTABLE_LINE = regex.compile(r"^[^\n!-~]*+$", regex.MULTILINE)
+# the two patterns above on the first line of a text, and after a newline (of a text ending with one)
+_PREFIX_LIKE_FIRST = re.compile(_PREFIX_LIKE_LINES.pattern.removeprefix("^"))
+_PREFIX_LIKE_AFTER_NEWLINE = re.compile("\n" + _PREFIX_LIKE_LINES.pattern.removeprefix("^"))
+_BLANK_FIRST = re.compile(r"[^\n!-~]*\n")
+_BLANK_AFTER_NEWLINE = re.compile(r"\n[^\n!-~]*(?=\n)")
 
 
 class TextReadError(ValueError):
@@ -26,18 +31,36 @@ class TextReadError(ValueError):
 
 def read_text(path: str) -> str:
     """The decoded, cleaned text of ``path`` (``-`` reads stdin); what the caps left out goes to stderr."""
-    import sys
+    reading, pieces = read_pieces(path)
+    text = "".join(pieces)
+    print_notes(reading)
+    return clean(text)
 
-    from topodoc.inputs import InputError
-    from topodoc.inputs import read_text as read_input
+
+def read_pieces(path: str):
+    """``(reading, pieces)``: the text of ``path`` before :func:`clean`, read a piece of whole lines at a
+    time as it is iterated (:func:`topodoc.inputs.iter_text`; :class:`TextReadError` raised while
+    iterating); ``reading`` holds what the caps left out once the last piece is read."""
+    from topodoc.inputs import Reading, label
+
+    reading = Reading(label(path))
+    return reading, _checked(path, reading)
+
+
+def _checked(path: str, reading):
+    from topodoc.inputs import InputError, iter_text
 
     try:
-        item = read_input(path, max_bytes=MAX_BYTES, max_lines=MAX_LINES)
+        yield from iter_text(path, reading, max_bytes=MAX_BYTES, max_lines=MAX_LINES)
     except InputError as err:
         raise TextReadError(str(err)) from err
-    for note in item.notes():
+
+
+def print_notes(reading) -> None:
+    import sys
+
+    for note in reading.notes():
         print(f"note: {note}", file=sys.stderr)
-    return clean(item.text)
 
 
 def decode(data: bytes) -> str:
@@ -49,14 +72,41 @@ def decode(data: bytes) -> str:
 
 def clean(text: str) -> str:
     """Drop ANSI codes, CR line ends and NULs; drop a launcher prefix when (nearly) every line has one."""
+    text = clean_lines(text)
+    if _few_prefixed(text):
+        return text  # (what _strip_common_prefix would decide, without splitting a big dmesg in lines)
+    return "\n".join(_strip_common_prefix(text.split("\n")))
+
+
+def clean_lines(text: str) -> str:
+    """What :func:`clean` does to each line whatever the others hold (ANSI codes, CR, NULs, MPI launcher
+    prefixes): :func:`clean` of a text but for the common prefix, the same on any cut after a newline."""
     from topodoc.inputs import strip_ansi
 
     text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     if "<std" in text:  # (every MPI prefix holds it) the prefix off each line, the text not split
         text = _MPI_PREFIX_LINES.sub("", text)
-    if _few_prefixed(text):
-        return text  # (what _strip_common_prefix would decide, without splitting a big dmesg in lines)
-    return "\n".join(_strip_common_prefix(text.split("\n")))
+    return text
+
+
+class PrefixCount:
+    """:func:`_few_prefixed` of a text given a piece at a time (cut after newlines, each piece through
+    :func:`clean_lines`): :meth:`add` each piece, then :meth:`few` is its answer on the whole text, so
+    :func:`clean` of the whole is :func:`clean_lines` of each piece when it is True."""
+
+    def __init__(self) -> None:
+        self.prefixed = self.filled = 0
+
+    def add(self, piece: str) -> None:
+        # the patterns after a newline, so that ``re`` looks only there, and on the piece's first line
+        first = _PREFIX_LIKE_FIRST.match(piece) is not None
+        self.prefixed += first + sum(1 for _ in _PREFIX_LIKE_AFTER_NEWLINE.finditer(piece))
+        # _few_prefixed's count + 1 less the empty lines, the one after the text's last newline included
+        blank = _BLANK_FIRST.match(piece) is not None
+        self.filled += piece.count("\n") - blank - sum(1 for _ in _BLANK_AFTER_NEWLINE.finditer(piece))
+
+    def few(self) -> bool:
+        return not self.prefixed or (self.filled >= 3 and self.prefixed * 10 < self.filled * 9)
 
 
 def _few_prefixed(text: str) -> bool:
