@@ -9,7 +9,9 @@ From a tree: each function's parent bridge and root bus. What could not be read 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import islice
 
 import regex
 
@@ -18,7 +20,39 @@ from topodoc.model import PciDevice, PciLink
 
 
 class LspciParseError(ValueError):
-    """Nothing in the text is lspci output."""
+    """Nothing in the text is lspci output (or more of it than any machine prints)."""
+
+
+# PCI functions read from one paste: a whole PCI segment holds 65,536 and the largest GPU servers list a few
+# thousand (SR-IOV virtual functions included); a paste with more is refused before it costs memory
+# (a 64 MB paste of 292,000 GPUs took 12 s and 650 MB before the machine builder refused its 129th GPU)
+MAX_FUNCTIONS = 16384
+NOTES_LIMIT = 100  # notes on lines not read: the first ones, then a count
+
+
+class _Damaged(list):
+    """The notes on lines not read: the first :data:`NOTES_LIMIT` kept, the rest counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.more = 0
+
+    def append(self, note: str) -> None:
+        if len(self) < NOTES_LIMIT:
+            super().append(note)
+        else:
+            self.more += 1
+
+    def notes(self) -> tuple[str, ...]:
+        return (*self, f"{self.more} more line(s) not read") if self.more else tuple(self)
+
+
+def _too_many(count: int) -> None:
+    if count > MAX_FUNCTIONS:
+        raise LspciParseError(
+            f"more than {MAX_FUNCTIONS:,} PCI functions: more than any machine lists (at most "
+            f"{MAX_FUNCTIONS:,} are read)"
+        )
 
 
 @dataclass(frozen=True)
@@ -105,12 +139,24 @@ _VENDOR_NAMES = {
 
 
 def parse(text: str) -> LspciResult:
-    lines = text.split("\n")
-    if any(_TREE_LINE.match(line) and ("-[" in line or "+-" in line) for line in lines[:400]):
-        tree = _parse_tree(lines)
+    if any(_TREE_LINE.match(line) and ("-[" in line or "+-" in line) for line in islice(_lines(text), 400)):
+        tree = _parse_tree(_lines(text))
         if tree.devices:
             return tree
-    return _parse_blocks(lines)
+    return _parse_blocks(_lines(text))
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\n")`` one line at a time: a paste refused at :data:`MAX_FUNCTIONS` is not split
+    whole first."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
 
 
 # ---- device blocks (-v/-vv/-vvv, -nn, plain) ----
@@ -126,15 +172,16 @@ class _Block:
     fields: dict = field(default_factory=dict)
 
 
-def _parse_blocks(lines: list[str]) -> LspciResult:
+def _parse_blocks(lines: Iterable[str]) -> LspciResult:
     blocks: list[_Block] = []
     orphans: list[tuple[int, int]] = []
-    damaged: list[str] = []
+    damaged = _Damaged()
     verbose = False
     for number, line in enumerate(lines, start=1):
         header = _HEADER.match(line)
         if header:
             blocks.append(_new_block(header, number))
+            _too_many(len(blocks))
             continue
         if line[:1] in (" ", "\t") and line.strip():
             verbose = True
@@ -142,8 +189,10 @@ def _parse_blocks(lines: list[str]) -> LspciResult:
                 _read_field(blocks[-1], line, number, damaged)
             else:
                 _orphan(line, number, orphans, damaged)
+                _too_many(len(orphans))
         elif line.strip() and (_ACS_ANY.match(line) or _LNK_ANY.match(line)):
             _orphan(line, number, orphans, damaged)
+            _too_many(len(orphans))
     if not blocks and not orphans and not damaged:
         raise LspciParseError("no lspci device lines (BB:DD.F class: name) and no LnkSta/ACSCtl lines")
     if orphans:
@@ -154,7 +203,7 @@ def _parse_blocks(lines: list[str]) -> LspciResult:
     devices = _link_parents({b.address: _device(b) for b in blocks}, blocks)
     info = {b.address: LspciDevice(b.address, b.desc, b.line, b.fields.get("acs_cap")) for b in blocks}
     form = "verbose" if verbose and blocks else ("plain" if blocks else "fragment")
-    return LspciResult(form, devices, info, tuple(orphans), tuple(damaged))
+    return LspciResult(form, devices, info, tuple(orphans), damaged.notes())
 
 
 def _new_block(header: regex.Match, number: int) -> _Block:
@@ -271,13 +320,13 @@ def _link_parents(devices: dict[str, PciDevice], blocks: list[_Block]) -> dict[s
 # ---- trees (-t, -tv, -vvvt) ----
 
 
-def _parse_tree(lines: list[str]) -> LspciResult:
+def _parse_tree(lines: Iterable[str]) -> LspciResult:
     """Columns carry the tree: a function's parent context is the nearest bridge (or root bus) that opened
     at a column left of it; opening a context at column c closes every context at or right of c. The open
     contexts are a stack ordered by column, so each token costs amortized O(1)."""
     devices: dict[str, PciDevice] = {}
     info: dict[str, LspciDevice] = {}
-    damaged: list[str] = []
+    damaged = _Damaged()
     stack: list[tuple[int, tuple[int, int, str | None]]] = []  # (column, (domain, bus, parent address))
     domain = 0
     for number, line in enumerate(lines, start=1):
@@ -323,9 +372,10 @@ def _parse_tree(lines: list[str]) -> LspciResult:
                 parent=parent,
             )
             info[address] = LspciDevice(address, desc, number)
+            _too_many(len(devices))
             if bridge:
                 stack.append((column, (dom, int(m["sec"], 16), address)))
-    return LspciResult("tree", devices, info, (), tuple(damaged))
+    return LspciResult("tree", devices, info, (), damaged.notes())
 
 
 def _inside(roots: list[regex.Match], m: regex.Match) -> bool:
