@@ -81,6 +81,7 @@ REVIEWED_RANGES = {
     ("topodoc/parsers/nccl_tests.py", "candidates = range("): "a lazy range: only len() and [0] are read",
     ("topodoc/parsers/lspci.py", "range(len(_ACS_NAMES))"): "constant table",
     ("topodoc/parsers/nccl_log/infer.py", "range(len(firsts))"): "len of a list",
+    ("topodoc/parsers/nccl_log/summary.py", "range(1, len(long) - 1)"): "a host name's length (<= 255)",
     ("topodoc/parsers/nccl_log/parallel.py", "range(i, min(len(units), i + jobs))"): "len of a list",
     ("topodoc/parsers/nccl_log/parallel.py", "range(1, parts)"): "parts from file size / 16 MB",
     ("topodoc/parsers/nccl_topo_xml.py", "MAX_NVLINKS"): "to_count(.., MAX_NVLINKS), total capped",

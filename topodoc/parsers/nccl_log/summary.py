@@ -332,8 +332,12 @@ def torn_hosts(hosts) -> dict[str, str]:
     a line whose start was cut off (a torn paste, two writers on one line). Each is counted as the machine
     whose name it ends, never as another node; a note gives the count as a range with the reason."""
     names = [h.name for h in hosts]
-    return {short: long for short in names for long in names
-            if short != long and len(short) >= 2 and long.endswith(short)}
+    known, found = set(names), {}
+    for long in names:  # each name's proper suffixes looked up: names x length, not names squared
+        for start in range(1, len(long) - 1):
+            if long[start:] in known:
+                found[long[start:]] = long  # (the last name in order that ends with it, as before)
+    return {short: found[short] for short in names if short in found}
 
 
 def _machines(hosts) -> int:
