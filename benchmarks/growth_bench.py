@@ -1,16 +1,19 @@
 """Cost per input unit of every reader at 1x, 4x and 16x its input: a super-linear path shows up as a
 number that grows along a row.
 
-    python benchmarks/growth_bench.py [--reader all|logs|topo|lspci|dmesg|smi-q|xml|fleet] [--base 1.0]
+    python benchmarks/growth_bench.py [--reader all|logs|ranks|topo|lspci|dmesg|smi-q|xml|fleet] [--base 1.0]
 
 Each reader runs on generated input of three sizes as a user runs it (``topodoc logs --json``,
 ``topodoc diagnose --json FILE`` for the pastes, ``topodoc fleet DIR --json``; the topology derivation
 in this process on hand-built machines, ``benchmarks/pairs_bench.py``'s). The CLI's fixed cost (a
 one-line input of the same reader, least of three runs) is subtracted, then the CPU seconds are divided
-by the input's units: MB of log or dmesg, GPUs or GPU pairs of a paste or machine (every pair is
-derived, so pairs are the unit that should stay flat), nodes of a fleet. The lspci row is followed by a
-4,096-GPU paste, over derive's MAX_GPUS: its refusal's CPU seconds and peak RSS. ``--base`` scales the
-1x size.
+by the input's units: MB of log or dmesg, ranks of a job's init log (256 to 4,096: the logs reader along
+the job's size, where a cost per host or rank pair would show), GPUs or GPU pairs of a paste or machine
+(every pair is derived, so pairs are the unit that should stay flat), nodes of a fleet. The lspci row is
+followed by a 4,096-GPU paste, over derive's MAX_GPUS: its refusal's CPU seconds and peak RSS. ``--base``
+scales the 1x size. In the ranks row the cost per rank rises about 1.5x from 1x to 16x, not from a pair
+loop: a rank's connection lines are spread over more 1 MiB blocks as the interleaved log grows, so
+fewer of them fold into one key per block (at most one key per line: linear in the log).
 Figures only, not a test; on a loaded 2-core machine expect +-30% per figure.
 """
 
@@ -51,6 +54,17 @@ def gen_logs(folder: str, scale: float) -> tuple[str, dict]:
     path = os.path.join(folder, "coll.log")
     logs_bench.generate_coll(path, 4 * scale)
     return path, {"MB": os.path.getsize(path) / 1e6}
+
+
+def gen_ranks(folder: str, scale: float) -> tuple[str, dict]:
+    """The logs reader along the other axis: one communicator init of 32, 128, 512 nodes (256 to 4,096
+    ranks), so a cost that grows with the job's size (hosts, ranks) shows, not only with the log's MB."""
+    import logs_bench
+
+    path = os.path.join(folder, "init.log")
+    logs_bench.generate_init(path, scale / 16)
+    nodes = max(2, round(512 * scale / 16))
+    return path, {"rank": nodes * logs_bench.GPUS}
 
 
 def gen_lspci(folder: str, scale: float) -> tuple[str, dict]:
@@ -122,6 +136,7 @@ def gen_fleet(folder: str, scale: float) -> tuple[str, dict]:
 
 READERS = {
     "logs": (gen_logs, lambda p: topodoc("logs", "--json", p)),
+    "ranks": (gen_ranks, lambda p: topodoc("logs", "--json", p)),
     "lspci": (gen_lspci, lambda p: topodoc("diagnose", "--json", p)),
     "dmesg": (gen_dmesg, lambda p: topodoc("diagnose", "--json", p)),
     "smi-q": (gen_smi_q, lambda p: topodoc("diagnose", "--json", p)),
@@ -200,7 +215,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="growth-bench-")
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; CPU seconds less the fixed cost, per unit")
     try:
-        for name in ["logs", "topo", "lspci", "dmesg", "smi-q", "xml", "fleet"] if args.reader == "all" \
+        for name in ["logs", "ranks", "topo", "lspci", "dmesg", "smi-q", "xml", "fleet"] if args.reader == "all" \
                 else [args.reader]:
             if name == "topo":
                 topo_row(args.base)
