@@ -215,8 +215,8 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="growth-bench-")
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; CPU seconds less the fixed cost, per unit")
     try:
-        for name in ["logs", "ranks", "topo", "lspci", "dmesg", "smi-q", "xml", "fleet"] if args.reader == "all" \
-                else [args.reader]:
+        order = ["logs", "ranks", "topo", "lspci", "dmesg", "smi-q", "xml", "fleet"]
+        for name in order if args.reader == "all" else [args.reader]:
             if name == "topo":
                 topo_row(args.base)
             else:
