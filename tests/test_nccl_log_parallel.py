@@ -98,3 +98,28 @@ def test_a_process_running_threads_reads_here(tmp_path):
     finally:
         stop.set()
         worker.join()
+
+
+def _record_start_by_lines(data: bytes):
+    """The line walk ``parallel._record_start_in`` replaced (its oracle)."""
+    at = data.find(b"\n")
+    while at >= 0:
+        end = data.find(b"\n", at + 1)
+        if end < 0:
+            return None
+        line = data[at + 1 : end]
+        before = data[data.rfind(b"\n", 0, at) + 1 : at]
+        if b" NCCL INFO " in line and b" -> " not in line and b"WARN" not in before:
+            return at + 1
+        at = end
+    return None
+
+
+@given(st.lists(st.sampled_from([b"noise", b"", b"h:1:1 [0] NCCL INFO x", b"h:1:1 [0] NCCL INFO a -> b",
+                                 b"h:1:1 [0] NCCL WARN y", b"NCCL INFO", b" NCCL INFO  NCCL INFO "]),
+                max_size=12), st.booleans())
+def test_a_part_starts_where_the_line_walk_would_start_it(lines, newline_at_end):
+    from topodoc.parsers.nccl_log import parallel
+
+    data = b"\n".join(lines) + (b"\n" if newline_at_end else b"")
+    assert parallel._record_start_in(data) == _record_start_by_lines(data)

@@ -239,17 +239,24 @@ def _record_start(raw: BinaryIO, near: int) -> int | None:
 
 
 def _record_start_in(data: bytes) -> int | None:
-    at = data.find(b"\n")
-    while at >= 0:
-        end = data.find(b"\n", at + 1)
-        if end < 0:
+    """Where the first whole line after ``data``'s first newline that holds an INFO record starts (not a
+    return-code chain, not right after a WARN line, whose chain lines follow), or ``None``: found by
+    jumping from one INFO marker to the next, not by walking every line of the noise between."""
+    pos = data.find(b"\n") + 1
+    if pos == 0:
+        return None
+    while True:
+        hit = data.find(_INFO, pos)
+        if hit < 0:
             return None
-        line = data[at + 1 : end]
-        # a record's line, not a return-code chain and not right after a WARN (its chain lines follow)
-        if _INFO in line and b" -> " not in line and b"WARN" not in data[data.rfind(b"\n", 0, at) + 1 : at]:
-            return at + 1
-        at = end
-    return None
+        start = data.rfind(b"\n", 0, hit) + 1  # (>= pos: data[pos - 1] is a newline)
+        end = data.find(b"\n", hit)
+        if end < 0:
+            return None  # the last line, not whole
+        before = data[data.rfind(b"\n", 0, start - 1) + 1 : start - 1]  # the line above it
+        if b" -> " not in data[start:end] and b"WARN" not in before:
+            return start
+        pos = end + 1
 
 
 def _plain_file(path: str) -> bool:
