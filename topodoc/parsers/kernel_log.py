@@ -4,6 +4,11 @@ Public API::
 
     parse(text_or_lines) -> list[KernelEvent]    # pure; never raises on input, never prints
     parse_line(line, lineno=1) -> KernelEvent | None
+    Reader()  # parse() fed a piece at a time
+
+The events returned are bounded whatever the input's length (:class:`Kept`): the first :data:`PER_GROUP`
+of each (kind, device, code, severity), the group's later lines counted in the last one's ``repeats``;
+:data:`MAX_EVENTS` in all. Count lines as the sum of ``repeats``, never as the number of events.
 
 What it recognises (every other line is ignored; benign lines such as "GPU at PCI:..." or an mlx5
 "firmware version" line produce no event):
