@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import regex
 
@@ -331,6 +332,7 @@ def _time(line: str) -> str | None:
     return f"{int(found['kmsg']) / 1e6:.6f}" if found["kmsg"] else None
 
 
+@lru_cache(maxsize=4096)  # (a log repeats a few addresses on every line: a third of an Xid line's cost)
 def _pci(text: str | None, *, segment: bool = True) -> str | None:
     """Canonical address; NVRM prints ``0000:cb:00`` (no function): function 0 is meant."""
     from topodoc.pciaddr import try_normalize
