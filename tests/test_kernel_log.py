@@ -111,24 +111,24 @@ def test_reading_only_lines_holding_a_literal_finds_every_event_line_by_line_fin
     from topodoc.parsers import kernel_log
 
     def every_line(text):  # the reference: each line through the whole grammar, no literal guard
-        events, pending = [], None
+        kept, pending = kernel_log.Kept(), None
         for number, raw in enumerate(text.splitlines(), 1):
             line = raw[: kernel_log.MAX_LINE]
             if pending and "fallen off the bus" in line:
-                events.append(kernel_log._gpu_lost(line, number, pending))
+                kept.add(kernel_log._gpu_lost(line, number, pending))
                 pending = None
                 continue
             found = kernel_log._NVRM_GPU.search(line)
             if found:
                 pending = kernel_log._pci(found["pci"])
                 if "fallen off the bus" in line:
-                    events.append(kernel_log._gpu_lost(line, number, pending))
+                    kept.add(kernel_log._gpu_lost(line, number, pending))
                     pending = None
                 continue
             event = next((e for _, p in kernel_log._PARSERS if (e := p(line, number))), None)
             if event is not None:
-                events.append(event)
-        return events
+                kept.add(event)
+        return kept.result()  # (within the same bounds: tests below check the bounds against every event)
 
     lines = [line for f in sorted(Path("fixtures/kernel_log").glob("*.log"))
              for line in f.read_text().splitlines()]

@@ -4,6 +4,11 @@ Public API::
 
     parse(text_or_lines) -> list[KernelEvent]    # pure; never raises on input, never prints
     parse_line(line, lineno=1) -> KernelEvent | None
+    Reader()  # parse() fed a piece at a time
+
+The events returned are bounded whatever the input's length (:class:`Kept`): the first :data:`PER_GROUP`
+of each (kind, device, code, severity), the group's later lines counted in the last one's ``repeats``;
+:data:`MAX_EVENTS` in all. Count lines as the sum of ``repeats``, never as the number of events.
 
 What it recognises (every other line is ignored; benign lines such as "GPU at PCI:..." or an mlx5
 "firmware version" line produce no event):
@@ -36,7 +41,8 @@ and uses possessive quantifiers (``regex`` module), so matching stays linear in 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import regex
 
@@ -116,7 +122,9 @@ class KernelEvent:
     (uptime seconds, a date, or ``None``), ``device`` the canonical PCI address it is about (``None``
     when the line names none), ``code`` (Xid/SXid number, AER class, IOMMU fault reason...),
     ``severity`` (info/warning/error/critical), ``message`` a one-line explanation, ``action`` the usual
-    remedy where one is catalogued, ``detail`` further fields as ``(name, value)`` pairs.
+    remedy where one is catalogued, ``detail`` further fields as ``(name, value)`` pairs, ``repeats`` how
+    many lines of the input this event stands for: 1, or on the last event kept of a group
+    (:class:`Kept`) 1 + the lines of that group read after it and not kept.
     """
 
     kind: str
@@ -129,6 +137,7 @@ class KernelEvent:
     message: str
     action: str | None = None
     detail: tuple[tuple[str, str], ...] = ()
+    repeats: int = 1
 
 
 # a line can report an event only if it holds one of these (each parser's own literal; "fallen off the
@@ -148,24 +157,80 @@ def _other_breaks(text: str) -> bool:
 
 
 def parse(source: str | Iterable[str]) -> list[KernelEvent]:
-    """Every event in ``source`` (a whole text or an iterable of lines), in input order."""
+    """Every event in ``source`` (a whole text or an iterable of lines), in input order, within the bounds
+    of :class:`Kept` (each event's ``repeats`` says how many lines it stands for)."""
     if isinstance(source, str):
         reader = Reader()
         reader.feed(source)
         return reader.events
-    return _events(enumerate(source, 1))
+    kept = Kept()
+    _events(enumerate(source, 1), kept)
+    return kept.result()
+
+
+PER_GROUP = 8  # events kept of one group: (kind, device, code, severity)
+MAX_EVENTS = 20_000  # events kept in all
+
+
+class Kept:
+    """The events of a kernel log within bounds, whatever its length: of each group -- same ``kind``,
+    ``device``, ``code`` and ``severity`` -- the first :data:`PER_GROUP` events, the group's later lines
+    counted in the ``repeats`` of the last of them; at most :data:`MAX_EVENTS` events in all, the lines of a
+    group first seen past them counted in ``overflow`` only (a group seen before keeps counting its lines
+    on its last event). What the rules read is unchanged below :data:`MAX_EVENTS` groups: a group's first
+    lines (their evidence) in order, its severities, and its lines (the sum of ``repeats``)."""
+
+    def __init__(self) -> None:
+        self.events: list[KernelEvent] = []  # kept, in input order
+        self.overflow = 0  # lines of groups first seen past MAX_EVENTS events
+        self._groups: dict[tuple, list[int]] = {}  # key -> [events kept, index of the last, lines past it]
+
+    def add(self, event: KernelEvent) -> None:
+        key = (event.kind, event.device, event.code, event.severity)
+        group = self._groups.get(key)
+        full = len(self.events) >= MAX_EVENTS
+        if group is None:
+            if full:
+                self.overflow += event.repeats
+                return
+            self._groups[key] = [1, len(self.events), 0]
+            self.events.append(event)
+        elif group[0] < PER_GROUP and not full and not group[2]:
+            group[0] += 1
+            group[1] = len(self.events)
+            self.events.append(event)
+        else:
+            group[2] += event.repeats
+
+    def result(self) -> list[KernelEvent]:
+        """The events kept, each group's last carrying the lines counted past it."""
+        events = list(self.events)
+        for _kept, last, more in self._groups.values():
+            if more:
+                events[last] = replace(events[last], repeats=events[last].repeats + more)
+        return events
+
+    def notes(self) -> tuple[str, ...]:
+        if not self.overflow:
+            return ()
+        return (f"{self.overflow} kernel-log event line(s) not read: they came after {MAX_EVENTS} events "
+                "were kept, in groups (kind, device, code) not seen before them",)
 
 
 class Reader:
     """:func:`parse` of a text given a piece at a time: :meth:`feed` each piece (whole lines, each piece
     but the last ending with a newline, as :func:`topodoc.inputs.iter_text` yields them); ``events`` is
     then what :func:`parse` of the pieces joined returns, and ``lines`` how many lines it numbered. Only
-    the events are kept, never the text."""
+    the events kept (:class:`Kept`) are held, never the text."""
 
     def __init__(self) -> None:
-        self.events: list[KernelEvent] = []
+        self.kept = Kept()
         self.lines = 0
         self._pending: list[str | None] = [None]
+
+    @property
+    def events(self) -> list[KernelEvent]:
+        return self.kept.result()
 
     def feed(self, piece: str) -> None:
         # parse(text) numbers the lines of str.splitlines() when the text holds one of its other breaks
@@ -173,10 +238,10 @@ class Reader:
         # none, so each piece is read the one way or the other, its lines numbered after the last piece's
         if _other_breaks(piece):
             lines = piece.splitlines()
-            _events(enumerate(lines, self.lines + 1), self.events, self._pending)
+            _events(enumerate(lines, self.lines + 1), self.kept, self._pending)
             self.lines += len(lines)
         else:
-            _events(_candidates(piece, self.lines + 1), self.events, self._pending)
+            _events(_candidates(piece, self.lines + 1), self.kept, self._pending)
             self.lines += piece.count("\n")
 
 
@@ -221,31 +286,29 @@ def _line_starts(text: str, lines: str, literal: str, starts: set[int]) -> None:
         at = text.find(literal, end + 1)
 
 
-def _events(lines: Iterable[tuple[int, str]], events: list[KernelEvent] | None = None,
-            pending: list[str | None] | None = None) -> list[KernelEvent]:
-    """The events of ``lines`` appended to ``events``; ``pending[0]``: the GPU of an "NVRM: The NVIDIA
-    GPU X" line whose "fallen off the bus" may follow (kept from one call to the next)."""
-    events = [] if events is None else events
+def _events(lines: Iterable[tuple[int, str]], kept: Kept, pending: list[str | None] | None = None) -> None:
+    """Add the events of ``lines`` to ``kept``; ``pending[0]``: the GPU of an "NVRM: The NVIDIA GPU X" line
+    whose "fallen off the bus" may follow (kept from one call to the next)."""
     pending = [None] if pending is None else pending
     pending_gpu = pending[0]
+    add = kept.add
     for lineno, raw in lines:
         line = raw[:MAX_LINE].rstrip("\r\n")
         if pending_gpu and "fallen off the bus" in line:
-            events.append(_gpu_lost(line, lineno, pending_gpu))
+            add(_gpu_lost(line, lineno, pending_gpu))
             pending_gpu = None
             continue
         found = _NVRM_GPU.search(line) if "NVRM: The NVIDIA GPU" in line else None
         if found:
             pending_gpu = _pci(found["pci"])
             if "fallen off the bus" in line:
-                events.append(_gpu_lost(line, lineno, pending_gpu))
+                add(_gpu_lost(line, lineno, pending_gpu))
                 pending_gpu = None
             continue
         event = parse_line(line, lineno)
         if event is not None:
-            events.append(event)
+            add(event)
     pending[0] = pending_gpu
-    return events
 
 
 def parse_line(line: str, lineno: int = 1) -> KernelEvent | None:
@@ -269,6 +332,7 @@ def _time(line: str) -> str | None:
     return f"{int(found['kmsg']) / 1e6:.6f}" if found["kmsg"] else None
 
 
+@lru_cache(maxsize=4096)  # (a log repeats a few addresses on every line: a third of an Xid line's cost)
 def _pci(text: str | None, *, segment: bool = True) -> str | None:
     """Canonical address; NVRM prints ``0000:cb:00`` (no function): function 0 is meant."""
     from topodoc.pciaddr import try_normalize

@@ -3,7 +3,9 @@ and IOMMU faults, and the joined finding "an Xid on the GPU whose rank failed" (
 ``busId`` of a rank in the NCCL log).
 
 The ``kernel`` fact is a tuple of ``(path, KernelEvent)`` pairs (:mod:`topodoc.parsers.kernel_log`); the
-explanations and usual actions come from the parser (:mod:`topodoc.parsers.xid_catalog` for Xids).
+explanations and usual actions come from the parser (:mod:`topodoc.parsers.xid_catalog` for Xids). The
+reader keeps a bounded number of events per group, the last standing for the group's later lines
+(``repeats``): every count here is of lines (the sum of ``repeats``), never of events.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def _where(path: str, event) -> Evidence:
     return Evidence("log", f"{path}:{event.line}", event.text)
 
 
+def _lines(items) -> int:
+    """The lines of the log that ``items`` ((path, event) pairs) stand for: an event kept for a group the
+    reader bounded counts the group's later lines too (``repeats``)."""
+    return sum(e.repeats for _p, e in items)
+
+
 def _groups(kernel, kinds: tuple[str, ...]) -> dict[tuple, list]:
     """Events of ``kinds`` grouped by (kind, device, code), first first."""
     groups: dict[tuple, list] = {}
@@ -50,7 +58,7 @@ def _groups(kernel, kinds: tuple[str, ...]) -> dict[tuple, list]:
 def kernel_xid(kernel) -> Iterator[Hit]:
     for (_kind, device, _code), items in _groups(kernel, ("xid", "gpu_lost", "sxid")).items():
         _path, first = items[0]
-        times = f" ({len(items)} lines)" if len(items) > 1 else ""
+        times = f" ({lines} lines)" if (lines := _lines(items)) > 1 else ""
         yield Hit(
             subject=device or "GPU",
             message=f"{first.message}{times}",
@@ -73,7 +81,7 @@ def _rank(severity: str) -> int:
 def kernel_pcie_iommu_events(kernel) -> Iterator[Hit]:
     for (kind, device, _code), items in _groups(kernel, ("aer", "iommu")).items():
         _path, first = items[0]
-        times = f" ({len(items)} lines)" if len(items) > 1 else ""
+        times = f" ({lines} lines)" if (lines := _lines(items)) > 1 else ""
         yield Hit(
             subject=device or kind,
             message=f"{first.message}{times}",
@@ -149,9 +157,10 @@ def kernel_hca_events(kernel) -> Iterator[Hit]:
     for (_kind, device, code), items in _groups(kernel, ("mlx5", "efa")).items():
         _path, first = items[0]
         what, fix = _HCA_WHAT.get(code or "error", _HCA_WHAT["error"])
-        if code == "link_down" and len(items) > 1:
-            what = f"the port went DOWN {len(items)} times: a flapping link"
-        times = f" ({len(items)} lines)" if len(items) > 1 and code != "link_down" else ""
+        lines = _lines(items)
+        if code == "link_down" and lines > 1:
+            what = f"the port went DOWN {lines} times: a flapping link"
+        times = f" ({lines} lines)" if lines > 1 and code != "link_down" else ""
         yield Hit(
             subject=device or first.message.split(":")[0],
             message=f"{first.message}{times}: {what}",

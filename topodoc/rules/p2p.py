@@ -196,7 +196,8 @@ def _causes(snapshot: Snapshot | None, topology: Topology | None, kernel: Any,
             lines.append(Evidence("procfs", "/proc/cmdline", snapshot.kernel.cmdline or "(not recorded)"))
     faults = [(path, ev) for path, ev in (kernel or ()) if ev.kind == "iommu" and _on_gpus(ev.device, buses)]
     if faults:  # a fault on another device (integrated graphics, a NIC) says nothing about GPU P2P
-        causes.append(f"the kernel log holds {len(faults)} IOMMU fault line(s) (DMAR / AMD-Vi) on the GPUs")
+        count = sum(ev.repeats for _path, ev in faults)  # (an event kept may stand for later lines too)
+        causes.append(f"the kernel log holds {count} IOMMU fault line(s) (DMAR / AMD-Vi) on the GPUs")
         lines += [Evidence("kernel-log", f"{path}:{ev.line}", ev.text.strip()) for path, ev in faults[:2]]
     return causes, tuple(lines)
 

@@ -123,10 +123,21 @@ def _rdma(name: str) -> Callable[[str], Any]:
     return run
 
 
-def _kernel_log(text: str):
-    from topodoc.parsers.kernel_log import parse
+class _KernelEvents(tuple):
+    """A dmesg's events (:class:`~topodoc.parsers.kernel_log.Kept`), ``damaged`` saying what the bound left
+    unread, if anything."""
 
-    return tuple(parse(text))
+    damaged: tuple[str, ...] = ()
+
+
+def _kernel_log(text: str):
+    from topodoc.parsers.kernel_log import Reader
+
+    reader = Reader()
+    reader.feed(text)
+    events = _KernelEvents(reader.events)
+    events.damaged = reader.kept.notes()
+    return events
 
 
 def _nccl_tests(text: str):
@@ -355,7 +366,8 @@ def _stream(path: str, reading, raw) -> TextInput | None:
         damaged = tuple(getattr(parsed, "damaged", ()) or getattr(parsed, "warnings", ()) or ())
         extra.append(TextInput(path, kind, (), parsed, None, damaged, secondary=True, streamed=True,
                                has_nccl=has_nccl))
-    return TextInput(path, "dmesg", found.also, tuple(events.events), None, cut.notes(), streamed=True,
+    return TextInput(path, "dmesg", found.also, tuple(events.events), None, cut.notes() + events.kept.notes(),
+                     streamed=True,
                      has_nccl=has_nccl, read_with=tuple(extra))
 
 
