@@ -81,6 +81,8 @@ def test_diagnose_from_a_recording_loads_no_log_model_or_log_parsers(tmp_path):
     log_side = ("topodoc.logmodel", "topodoc.parsers", "topodoc.catalogue")
     assert {n for n in names if n.startswith(log_side)} == set()
     assert names & {"regex", "rich", "tomllib"} == set()
+    # the recorded command outputs come from the replay cache entry: no archive reader, no decompression
+    assert names & {"tarfile", "topodoc.probe.archive", "topodoc.probe.collect"} == set()
 
 
 def test_the_catalogue_is_parsed_once_then_read_from_the_cache(tmp_path):
