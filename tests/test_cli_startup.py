@@ -81,6 +81,8 @@ def test_diagnose_from_a_recording_loads_no_log_model_or_log_parsers(tmp_path):
     log_side = ("topodoc.logmodel", "topodoc.parsers", "topodoc.catalogue")
     assert {n for n in names if n.startswith(log_side)} == set()
     assert names & {"regex", "rich", "tomllib"} == set()
+    # the recorded command outputs come from the replay cache entry: no archive reader, no decompression
+    assert names & {"tarfile", "topodoc.probe.archive", "topodoc.probe.collect"} == set()
 
 
 def test_the_catalogue_is_parsed_once_then_read_from_the_cache(tmp_path):
@@ -233,3 +235,70 @@ def test_the_plain_table_is_used_for_a_real_matrix():
     plain = topo._plain_table(*topo._grid(matrix))
     assert plain is not None and plain == _rich_table(matrix)
     assert " GPU0    X     NV18" in plain
+
+
+def _rich_render(matrix, reading, width: int) -> str:
+    """``render_text`` without colour, every line printed by rich (the path before the plain one)."""
+    from topodoc.report import topo
+
+    lines = [(f"[bold]{topo._title(matrix)}[/bold]", False)]
+    lines += [(f"[bold yellow]warning:[/bold yellow] {w}", False) for w in matrix.warnings]
+    tail = [(line, True) for line in topo.reading_lines(reading, matrix.p2p_mode)]
+    return topo._rich_text(matrix, lines, topo._plain_table(*topo._grid(matrix)), tail, False, width)
+
+
+def test_topo_text_is_rich_s_to_the_byte_without_loading_rich_for_every_real_matrix():
+    """``topo`` without colour prints the title, warnings and reading itself where they are plain (rich's
+    import was a fifth of ``topo --from``); every real matrix, at a wide and a narrow console."""
+    from topodoc.parsers.smi_topo import SmiTopoParseError, parse
+    from topodoc.report import topo
+    from topodoc.topology.reading import read
+
+    plain_used = 0
+    for paste in sorted((Path(__file__).resolve().parent.parent / "fixtures" / "topo").glob("*.txt")):
+        try:
+            matrix = parse(inputs.strip_ansi(paste.read_text(errors="replace")))
+        except SmiTopoParseError:
+            continue
+        reading = read(matrix)
+        for width in (100, 30):
+            expected = _rich_render(matrix, reading, width)
+            assert topo.render_text(matrix, reading, width=width) == topo.human(lambda e=expected: e)(), paste
+            head = topo._plain_lines([(f"[bold]{topo._title(matrix)}[/bold]", False)], width)
+            plain_used += head is not None
+    assert plain_used >= 10, "the plain path is taken for real matrices"
+
+
+_PIECES = [*"ab :[]/\\\t↔é-", "[bold]", "[/bold]", "[yellow]", ":smile:", "[red]", "\x07", "  "]
+_MARKUPISH = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_MARKUPISH, st.booleans()), min_size=1, max_size=4), st.integers(1, 60))
+def test_the_plain_lines_are_what_rich_prints(lines, width):
+    import io
+
+    from rich.console import Console
+    from rich.errors import MarkupError
+
+    from topodoc.report import topo
+
+    plain = topo._plain_lines(lines, width)
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=width, highlight=False)
+    try:
+        for line, soft in lines:
+            console.print(line, soft_wrap=soft)
+    except MarkupError:
+        assert plain is None  # markup rich refuses is rich's to refuse
+        return
+    assert plain is None or plain == out.getvalue()
+
+
+def test_topo_from_a_recording_loads_no_rich(tmp_path):
+    env = _env(tmp_path / "cache")
+    first, _ = _imported(["topo", "--from", "example:dgx-a100-degraded-acs"], env)
+    run, names = _imported(["topo", "--from", "example:dgx-a100-degraded-acs"], env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == first.stdout and "GPU0" in run.stdout
+    assert not any(n == "rich" or n.startswith("rich.") for n in names)

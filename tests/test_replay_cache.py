@@ -51,7 +51,8 @@ def test_cold_warm_and_no_cache_print_the_same(tmp_path, command):
     assert (entry_of(tmp_path / "c", SMALL) / replaycache.SNAPSHOT).is_file()  # the warm run reads it
     warm = topodoc(tmp_path / "c", command, "--from", spec, "--json")
     assert cold.stdout == warm.stdout == off.stdout
-    assert not (tmp_path / "off").exists()  # the cache off writes nothing
+    assert not root_of(tmp_path / "off").exists()  # the replay cache off writes nothing (the user cache
+    # folder may hold other caches: the compiled dataclass code, topodoc.dataclass_code)
 
 
 def test_a_path_replay_is_labelled_by_its_own_spelling_not_the_cached_one(tmp_path):
@@ -255,3 +256,20 @@ def test_a_refused_archive_leaves_no_entry_and_its_lock_goes_at_the_next_build(t
     assert not (root_of(cache) / digest).exists() and entries(cache) == []
     topodoc(cache, "probe", "--from", str(SMALL))
     assert not (root_of(cache) / f"{digest}.lock").exists()
+
+
+def test_the_kept_command_outputs_are_read_from_the_entry_and_a_changed_copy_is_ignored(tmp_path):
+    """``diagnose --from`` reads a recording's commands.json from its entry (SHA-256 in the header line);
+    a copy whose bytes no longer match is read from the archive again and rewritten."""
+    cache = tmp_path / "c"
+    spec = "example:dgx-a100-degraded-acs"
+    cold = topodoc(cache, "diagnose", "--from", spec, "--json")
+    archive = HOSTS / "dgx-a100-degraded-acs" / "recording.tar.gz"
+    kept = entry_of(cache, archive) / (replaycache.MEMBER_PREFIX + "commands.json")
+    raw = kept.read_bytes()
+    head, body = raw.split(b"\n", 1)
+    assert json.loads(head)["present"] is True and b"journalctl" in body
+    kept.write_bytes(head + b"\n" + body.replace(b"journalctl", b"journalctX"))
+    warm = topodoc(cache, "diagnose", "--from", spec, "--json")
+    assert warm.stdout == cold.stdout
+    assert kept.read_bytes() == raw  # rewritten from the archive

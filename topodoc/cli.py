@@ -36,6 +36,9 @@ class LazyGroup(click.Group):
         if not module_name.isidentifier() or module_name.startswith("_") or not module_name.islower():
             return None
         qualified = f"topodoc.commands.{module_name}"
+        from topodoc import dataclass_code
+
+        dataclass_code.install()  # the command's classes from compiled code kept per user
         try:
             module = importlib.import_module(qualified)
         except ModuleNotFoundError as err:

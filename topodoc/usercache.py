@@ -1,6 +1,7 @@
 """Small files topodoc keeps per user under ``$XDG_CACHE_HOME/topodoc`` (``~/.cache/topodoc`` when unset).
 
-Only what can be rebuilt lives here (today the parsed failure catalogue, :mod:`topodoc.catalogue`); a
+Only what can be rebuilt lives here (the parsed failure catalogue, :mod:`topodoc.catalogue`; the code
+``@dataclass`` compiled for topodoc's classes, :mod:`topodoc.dataclass_code`); a
 cache that cannot be used safely is no cache: every folder is mode 0700, owned by this user and never a
 symlink, files are read without following links and only when they are this user's regular files under a
 size cap, and written to a new file (``O_EXCL``, mode 0600) that is then renamed over the old one, so a

@@ -8,6 +8,10 @@ folder mode 0700, owned by this user, never a symlink, else no cache is used)::
     <sha256>/tree/       the recording, extracted by the safe extractor (meta.json, fs/, tapes)
     <sha256>/snapshot.json   the Snapshot collected from it, keyed by the code that collected it:
                          a JSON header line (with the SHA-256 of the rest), then the Snapshot
+    <sha256>/member-commands.json   the archive's ``commands.json`` member as its bytes were (or that
+                         the archive has none): a JSON header line (with the SHA-256 of the rest), then
+                         the bytes; a warm ``diagnose --from`` reads the recorded command outputs here
+                         instead of decompressing the archive (:func:`cached_member`)
     .tmp-<sha256>-...    an entry being built (a dead builder's is removed by the next build of any
                          entry: a builder holds its digest's lock)
 
@@ -469,6 +473,63 @@ def cached_snapshot(digest: str):
         return codec.snapshot_from_data(stored[0]), stored[1]  # an unsupported schema is a miss
     except codec.CodecError:
         return None
+
+
+MEMBER_PREFIX = "member-"
+MAX_MEMBER = 16 * 1024 * 1024
+
+
+def cached_member(digest: str, name: str) -> tuple[bool, bytes | None]:
+    """``(True, bytes)`` of the archive member ``name`` that :func:`store_member` kept for the recording
+    with this digest (``(True, None)``: the archive has no such member), or ``(False, None)`` when nothing
+    usable is kept (no entry, no file, a header or body that does not match). Loads no archive reader."""
+    root = cache_root()
+    try:
+        entry = open_entry(root, digest, check_tree=False) if root else None
+    except OSError:
+        return False, None
+    raw = _read_small(os.path.join(entry, MEMBER_PREFIX + name), MAX_MEMBER + MAX_MARKER) if entry else None
+    head, sep, body = raw.partition(b"\n") if raw is not None else (b"", b"", b"")
+    try:
+        stored = jsontext.loads(head) if sep else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False, None
+    if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("name") != name:
+        return False, None
+    if stored.get("sha256") != hashlib.sha256(body).hexdigest():
+        return False, None
+    if not isinstance(stored.get("present"), bool):
+        return False, None
+    if not stored["present"]:
+        return (True, None) if body == b"" else (False, None)
+    return True, body
+
+
+def store_member(digest: str, name: str, data: bytes | None) -> None:
+    """Keep an archive member's bytes (None: the archive has no such member) beside the recording's
+    cached tree, when that entry exists; nothing otherwise (a new file renamed over the old one)."""
+    if data is not None and len(data) > MAX_MEMBER:
+        return
+    root = cache_root()
+    try:
+        entry = open_entry(root, digest, check_tree=False) if root else None
+    except OSError:
+        return
+    if entry is None:
+        return
+    body = data or b""
+    head = {"format": FORMAT, "name": name, "present": data is not None,
+            "sha256": hashlib.sha256(body).hexdigest()}
+    import tempfile
+
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".member-", dir=entry)
+        with os.fdopen(fd, "wb") as out:
+            out.write(json.dumps(head, separators=(",", ":")).encode() + b"\n" + body)
+        os.replace(temp, os.path.join(entry, MEMBER_PREFIX + name))
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(temp)
 
 
 def code_fingerprint(files: list[str]) -> str | None:

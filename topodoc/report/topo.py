@@ -22,23 +22,86 @@ def json_data(matrix: ConnectionMatrix, reading: Reading) -> dict[str, Any]:
 
 @human
 def render_text(matrix: ConnectionMatrix, reading: Reading, *, color: bool = False, width: int = 100) -> str:
+    table = None if color else _plain_table(*_grid(matrix))
+    lines = [(f"[bold]{_title(matrix)}[/bold]", False)]
+    lines += [(f"[bold yellow]warning:[/bold yellow] {warning}", False) for warning in matrix.warnings]
+    tail = [(line, not color) for line in reading_lines(reading, matrix.p2p_mode)]  # piped: one per line
+    if table is not None:
+        head, rest = _plain_lines(lines, width), _plain_lines(tail, width)
+        if head is not None and rest is not None:
+            return head + table + rest  # what rich prints, without loading it (the fixed cost of topo)
+    return _rich_text(matrix, lines, table, tail, color, width)
+
+
+def _rich_text(matrix: ConnectionMatrix, lines: list[tuple[str, bool]], table: str | None,
+               tail: list[tuple[str, bool]], color: bool, width: int) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
     text = Console(file=buffer, force_terminal=color, width=width, highlight=False)
-    text.print(f"[bold]{_title(matrix)}[/bold]")
-    for warning in matrix.warnings:
-        text.print(f"[bold yellow]warning:[/bold yellow] {warning}")
-    plain = None if color else _plain_table(*_grid(matrix))
-    if plain is not None:
-        buffer.write(plain)
+    for line, soft in lines:
+        text.print(line, soft_wrap=soft)
+    if table is not None:
+        buffer.write(table)
     else:
         # the table never wraps: it is printed at its natural width (a table does not expand to its console's)
         wide = Console(file=buffer, force_terminal=color, width=max(width, _WIDE), highlight=False)
         wide.print(_table(matrix))
-    for line in reading_lines(reading, matrix.p2p_mode):
-        text.print(line, soft_wrap=not color)  # piped or saved: one reading per line, grep-able
+    for line, soft in tail:
+        text.print(line, soft_wrap=soft)
     return buffer.getvalue()
+
+
+# the markup the reading and the title use; any other "[" goes to rich
+_TAGS = ("[bold]", "[/bold]", "[yellow]", "[/yellow]", "[bold yellow]", "[/bold yellow]")
+
+
+def _plain_lines(lines: list[tuple[str, bool]], width: int) -> str | None:
+    """The lines as rich prints them without colour (their markup tags dropped; ``soft``: never wrapped),
+    or None where that equivalence is not established: another ``[`` or a backslash (markup), two colons
+    with no space between (an emoji code), a character that is not printable (rich drops or expands some),
+    a line rich would wrap (a non-ASCII one, whose cell width is not its length, or one as wide as the
+    console). ``tests/test_cli_startup.py`` compares the two."""
+    out = []
+    for line, soft in lines:
+        text = _untagged(line)
+        if text is None or "[" in text or "\\" in text or not text.isprintable() or _emoji_like(text):
+            return None
+        if not soft and (not text.isascii() or len(text) >= width):
+            return None
+        out.append(text + "\n")
+    return "".join(out)
+
+
+def _untagged(line: str) -> str | None:
+    """The line without its :data:`_TAGS`, or None when they do not nest (rich refuses that markup)."""
+    stack: list[str] = []
+    out, rest = [], line
+    while True:
+        start = rest.find("[")
+        tag = next((t for t in _TAGS if rest.startswith(t, start)), None) if start != -1 else None
+        if tag is None:
+            out.append(rest)
+            return None if stack else "".join(out)
+        out.append(rest[:start])
+        rest = rest[start + len(tag):]
+        if not tag.startswith("[/"):
+            stack.append(tag[1:])
+        elif not stack or stack.pop() != tag[2:]:
+            return None
+
+
+def _emoji_like(text: str) -> bool:
+    """Two colons with no whitespace between them: what rich's emoji-code pattern could replace."""
+    start = text.find(":")
+    while start != -1:
+        end = text.find(":", start + 1)
+        if end == -1:
+            return False
+        if not any(c.isspace() for c in text[start + 1:end]):
+            return True
+        start = end
+    return False
 
 
 # A column: its header, whether it is centred (the matrix cells) and whether its cells are matrix links.

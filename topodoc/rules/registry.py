@@ -5,8 +5,6 @@ A new rule module appends its ``RULES`` tuple here; nothing is discovered by sca
 
 from __future__ import annotations
 
-import difflib
-
 from topodoc.rules import (
     acs,
     bandwidth,
@@ -71,6 +69,8 @@ def get(rule_id: str) -> Rule:
     for item in RULES:
         if item.id == rule_id:
             return item
+    import difflib  # only for an unknown id: not on every command that loads the rules
+
     close = difflib.get_close_matches(rule_id, [r.id for r in RULES], n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close[:3])}?" if close else "; `topodoc rules` lists them"
     raise UnknownRule(f"no rule named {rule_id!r}{hint}")
