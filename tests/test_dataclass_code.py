@@ -100,3 +100,23 @@ def test_usercache_unusable_means_compiling(monkeypatch, tmp_path):
     monkeypatch.setattr(dataclass_code, "_dirty", set())
     assert dataclass_code.code_of("topodoc.y", SOURCE).co_filename == "<string>"
     dataclass_code._write_all()  # nothing to write to: no error
+
+
+def test_the_off_switch_leaves_dataclasses_as_it_is(monkeypatch):
+    import dataclasses
+
+    from topodoc import dataclass_code
+
+    before = dataclasses.__dict__.get("exec")
+    try:
+        dataclasses.__dict__.pop("exec", None)
+        monkeypatch.setenv("TOPODOC_CODE_CACHE", "0")
+        dataclass_code.install()
+        assert "exec" not in dataclasses.__dict__
+        monkeypatch.delenv("TOPODOC_CODE_CACHE")
+        dataclass_code.install()
+        assert dataclasses.exec is dataclass_code._exec
+    finally:
+        dataclasses.__dict__.pop("exec", None)
+        if before is not None:
+            dataclasses.exec = before

@@ -15,6 +15,7 @@ kept yet, a file that is missing, damaged, foreign or from another Python (its h
 ``sys.version``), no usable cache folder. A file holds the texts its module used in the last process that
 compiled one, so an edited class leaves nothing behind. The cache file is as trusted as the user's own
 files (the replay cache's model): whoever can write it can also rewrite topodoc itself.
+``TOPODOC_CODE_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ _dirty: set[str] = set()  # modules whose file is written at exit (a text compil
 
 
 def install() -> None:
-    """Give ``dataclasses`` the caching ``exec`` (once; a no-op where it has no ``exec`` call to serve)."""
+    """Give ``dataclasses`` the caching ``exec`` (once; a no-op where it has no ``exec`` call to serve, and
+    with ``TOPODOC_CODE_CACHE=0``, which leaves ``dataclasses`` as it is: nothing read or written)."""
+    import os
+
+    if os.environ.get("TOPODOC_CODE_CACHE", "") == "0":
+        return
     import dataclasses
 
     if getattr(dataclasses, "exec", None) is _exec:
