@@ -17,7 +17,7 @@
  *                                                                       pass (a two-byte filter)
  */
 #define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE /* memrchr */
+#define _GNU_SOURCE 1 /* memrchr (pyconfig.h defines it so, where it does) */
 #include <Python.h>
 #include <limits.h>
 #include <stdint.h>
