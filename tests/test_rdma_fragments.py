@@ -110,3 +110,25 @@ def test_ibstatus_second_paste_reads_roce_ports_and_the_cut_device():
     ] * 2
     assert first.kind == "roce" and cut.ports[0].state is None  # the cut device's state is not claimed
     assert item.damaged == ("line 21: not read: bas",)
+
+
+def test_a_port_whose_gids_the_paste_does_not_list_gets_no_gid_claim():
+    """``show_gids | grep mlx5_0`` next to an ibstatus of two active RoCE ports: mlx5_1's GIDs are not in
+    the paste, so nothing may be said about them (it was "no RoCE v2 GID (only none)"). The ibstatus and
+    show_gids lines are the real fixtures' (their READMEs cite the threads); their joining is constructed."""
+    import subprocess
+    import sys
+    import tempfile
+
+    ibstatus = (ROOT / "fixtures/text/ibstat/ibstatus-roce-active-cut.txt").read_text().split("\n\n")[:2]
+    gids = [line for line in (ROOT / "fixtures/text/show-gids/macvlan-pod-tabs.txt").read_text().splitlines()
+            if line.startswith("mlx5_0")]
+    text = "$ ibstatus\n" + "\n\n".join(ibstatus) + "\n\n$ show_gids | grep mlx5_0\n" + "\n".join(gids) + "\n"
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as paste:
+        paste.write(text)
+        paste.flush()
+        out = subprocess.run([sys.executable, "-m", "topodoc", "diagnose", "--json", paste.name],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    assert '"roce-no-v2-gid"' not in out.stdout
+    assert "2 NIC(s)" in out.stdout or '"mlx5_1"' in out.stdout

@@ -162,8 +162,10 @@ def roce_no_v2_gid(snapshot: Snapshot) -> Iterator[Hit]:
     for nic, port in verbs_ports(snapshot):
         if (port.link_layer or "").lower() != "ethernet" or not port_active(port):
             continue
+        if not port.gids:
+            continue  # none read for this port (a paste of one device's show_gids): no claim either way
         if not any("v2" in (gid.type or "").lower() for gid in port.gids):
-            types = ", ".join(sorted({gid.type or "?" for gid in port.gids}) or ["none"])
+            types = ", ".join(sorted({gid.type or "?" for gid in port.gids}))
             yield Hit(
                 subject=_port_subject(nic, port),
                 message=f"active RoCE port has no RoCE v2 GID (only {types}): NCCL cannot pick a routable "
