@@ -447,3 +447,23 @@ def test_pasted_text_parsers_stay_linear_on_hostile_lines(module: str) -> None:
     with contextlib.suppress(ValueError):
         mod.parse(text)
     assert time.perf_counter() - start < 5.0
+
+
+def test_a_region_is_parsed_without_its_prompt_line_and_keeps_it_in_its_text(tmp_path) -> None:
+    """``$ ibstatus`` opening a multi-command paste is no line of ibstatus's output: the parser reads the
+    region without it (it was listed as damaged), and the part's text keeps it at its line number (a
+    prompt can name the host). Real fixtures' lines, joined here."""
+    from topodoc.text.inputs import read_inputs
+
+    ibstatus = (ROOT / "fixtures/text/ibstat/ibstatus-roce-active-cut.txt").read_text().split("\n\n")[:2]
+    gids = [line for line in (ROOT / "fixtures/text/show-gids/macvlan-pod-tabs.txt").read_text().splitlines()
+            if line.startswith("mlx5_0")]
+    paste = tmp_path / "paste.txt"
+    paste.write_text("$ ibstatus\n" + "\n\n".join(ibstatus) + "\n\n$ show_gids | grep mlx5_0\n" + "\n".join(gids))
+    items = read_inputs([str(paste)])
+    assert [i.kind for i in items] == ["ibstat", "show-gids"]
+    assert not any("$ " in d for i in items for d in i.damaged)
+    for item in items:
+        lines = item.text.split("\n")
+        assert any(line.startswith("$ ") for line in lines)
+        assert lines.index(next(line for line in lines if line.startswith("$ "))) in (0, 19)

@@ -240,13 +240,18 @@ def _by_region(item: TextInput) -> list[TextInput]:
         return []
     lines = item.text.split("\n")
     parts: list[TextInput] = []
-    for first, last, _cmd in spans:
+    for first, last, cmd in spans:
         body = "\n".join(lines[first - 1:last])
         found = detect.detect(body)
         if found.kind == "unknown":
             continue
         padded = "\n" * (first - 1) + body
-        part = _parse_as(item.path, padded, found.kind, found.also)
+        # the parser reads the output without its prompt line (``$ ibstatus`` is no line of ibstatus's, and
+        # was listed as damaged); the part keeps the text as pasted (a prompt names the host)
+        output = "\n" * first + "\n".join(lines[first:last]) if cmd is not None else padded
+        part = _parse_as(item.path, output, found.kind, found.also)
+        if cmd is not None and part.text is not None:  # its prompt line put back (as _parse_as left the rest)
+            part = replace(part, text="\n" * (first - 1) + lines[first - 1] + part.text[first - 1:])
         parts.append(replace(part, secondary=bool(parts)))
     if not parts:
         return []
