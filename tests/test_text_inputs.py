@@ -459,7 +459,8 @@ def test_a_region_is_parsed_without_its_prompt_line_and_keeps_it_in_its_text(tmp
     gids = [line for line in (ROOT / "fixtures/text/show-gids/macvlan-pod-tabs.txt").read_text().splitlines()
             if line.startswith("mlx5_0")]
     paste = tmp_path / "paste.txt"
-    paste.write_text("$ ibstatus\n" + "\n\n".join(ibstatus) + "\n\n$ show_gids | grep mlx5_0\n" + "\n".join(gids))
+    text = "$ ibstatus\n" + "\n\n".join(ibstatus) + "\n\n$ show_gids | grep mlx5_0\n" + "\n".join(gids)
+    paste.write_text(text)
     items = read_inputs([str(paste)])
     assert [i.kind for i in items] == ["ibstat", "show-gids"]
     assert not any("$ " in d for i in items for d in i.damaged)
