@@ -121,6 +121,7 @@ def _parse_text(text: str) -> SmiQueryResult:
         head = _GPU_HEAD.match(line)
         if head:
             sections.append((head["addr"], number, {}))
+            _not_too_many(len(sections))
             stack = []
             continue
         m = _TEXT_KV.match(line)
@@ -149,6 +150,16 @@ def _parse_text(text: str) -> SmiQueryResult:
     return replace(_result("text", canon, driver), unreachable=unreachable)
 
 
+def _not_too_many(gpus: int) -> None:
+    """A paste of more GPU sections than one machine has (derive's ``MAX_GPUS``) is refused as soon as
+    they are counted, not after every section is read (25 MB of 4,800 GPUs took 3.6 s and 110 MB, 17 MB of
+    XML 1.8 s and 182 MB, before the machine builder refused the 129th GPU)."""
+    from topodoc.numbers import check_count
+    from topodoc.topology.derive import MAX_GPUS
+
+    check_count("GPUs", gpus, MAX_GPUS)
+
+
 def _unreachable(text: str) -> tuple[tuple[str, str, int], ...]:
     out = []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -163,6 +174,7 @@ def _unreachable(text: str) -> tuple[tuple[str, str, int], ...]:
 def _parse_xml(text: str) -> SmiQueryResult:
     from topodoc.parsers.xmlcut import XmlError, parse_prefix
 
+    _not_too_many(text.count("<gpu "))  # before the tree is built
     try:
         root, cut = parse_prefix(text)
     except XmlError as err:
