@@ -59,7 +59,10 @@ def test_aer_classes_and_devices():
 def test_benign_lines_make_no_event():
     assert parse((CASES / "efa-benign.log").read_text()) == []
     mlx5 = parse((CASES / "mlx5-errors.log").read_text())
-    assert not any("firmware version" in e.text or "Link ACTIVE" in e.text for e in mlx5)
+    assert not any("firmware version" in e.text or "Link INIT" in e.text for e in mlx5)
+    # a port that came up is an info event (what says a port that went down came back), never a finding
+    (active,) = [e for e in mlx5 if "Link ACTIVE" in e.text]
+    assert (active.code, active.severity) == ("link_up", "info")
 
 
 def test_fallen_off_the_bus_without_xid_spans_lines():

@@ -27,10 +27,15 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   reason 0x06] ...`` and AMD ``AMD-Vi: Event logged [IO_PAGE_FAULT device=05:00.0 ...]`` in both
   spellings (DMAR and old AMD-Vi lines print no PCI segment: segment 0 is assumed and said so);
 - ``mlx5`` / ``efa``: driver lines about a device that say something failed (``failed``, ``error``,
-  ``syndrome``, ``health``, ``fatal``, ``timeout``...), and ``mlx5`` port state changes to DOWN; code
+  ``syndrome``, ``health``, ``fatal``, ``timeout``...), and ``mlx5``'s port and module state; code
   ``health`` (critical) for the health poller's verdict ("device's health compromised", "irisc not
-  responding"), ``health_dump`` (info) for the register dump after it, ``link_down``, ``cmd_failed``,
-  ``error``;
+  responding"), ``health_dump`` (info) for the register dump after it, ``link_down`` (warning: the
+  netdev's ``Link down``, the RDMA port's ``Port: 1 Link DOWN``) and ``link_up`` (info: ``Link up``,
+  ``Port: 1 Link ACTIVE``, what says a port came back), ``module_error`` (error: ``Port module
+  event[error]: module 0, Cable error, High Temperature``, the cable or transceiver the port holds),
+  ``module_unplugged`` (warning), ``temperature`` (warning: the adapter's own ``High temperature on
+  sensors``), ``cmd_failed``, ``error``; ``detail`` ``name`` is the netdev or RDMA device the line names
+  (the driver prints both the same way);
 - ``pcie_bandwidth``: ``pci 0000:03:00.0: 2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe
   x1 link at 0000:02:03.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)``.
 
@@ -96,13 +101,23 @@ _AMDVI = regex.compile(
 _DRIVER = regex.compile(
     r"\b(?P<drv>mlx5_core|efa)(?: (?P<dev>" + _BDF + r"))?+(?: (?P<ibdev>\w{1,32}+))?+: (?P<rest>.*+)"
 )
+# a driver line that says something failed
+_DRIVER_ERROR = regex.compile(
+    r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|not responding", regex.IGNORECASE
+)
+# a driver line worth reading: one of those, or a port or module state the rules read
 _DRIVER_BAD = regex.compile(
-    r"fail|error|syndrome|health|fatal|timeout|assert|unrecover|\bERR\b|Link DOWN|not responding",
-    regex.IGNORECASE
+    _DRIVER_ERROR.pattern + r"|link down|link up|link active|unplugged|high temperature", regex.IGNORECASE
 )
 # in lower case, a line matching _DRIVER_BAD holds one of these ("err" for "error" and "\bERR\b")
 _BAD_WORDS = ("fail", "err", "syndrome", "health", "fatal", "timeout", "assert", "unrecover", "link down",
-              "not responding")
+              "not responding", "link up", "link active", "unplugged", "high temperature")
+# mlx5's port state: the netdev's "Link up"/"Link down" (mlx5e), the RDMA port's "Port: 1 Link ACTIVE"
+_LINK_STATE = regex.compile(r"(?:Port: ?+\d{1,3}+ )?+Link (?P<state>up|down|DOWN|ACTIVE)\b")
+# mlx5's port module (cable, transceiver) events: "Port module event: module 0, Cable unplugged",
+# "Port module event[error]: module 0, Cable error, High Temperature"
+_MODULE_EVENT = regex.compile(r"Port module event(?P<error>\[error\])?+: module (?P<module>\d{1,3}+), "
+                              r"(?P<status>[^,]{1,40}+)(?:, (?P<why>.{1,80}+))?+")
 _PROBE_FAIL = regex.compile(
     r"\b(?P<drv>mlx5_core|efa): probe of (?P<dev>" + _BDF + r") failed with error (?P<err>-?\d++)"
 )
@@ -124,7 +139,8 @@ class KernelEvent:
     ``severity`` (info/warning/error/critical), ``message`` a one-line explanation, ``action`` the usual
     remedy where one is catalogued, ``detail`` further fields as ``(name, value)`` pairs, ``repeats`` how
     many lines of the input this event stands for: 1, or on the last event kept of a group
-    (:class:`Kept`) 1 + the lines of that group read after it and not kept.
+    (:class:`Kept`) 1 + the lines of that group read after it and not kept; ``last_line`` on that event
+    the line of the last of them (``None``: no line of its group was read after it).
     """
 
     kind: str
@@ -138,6 +154,7 @@ class KernelEvent:
     action: str | None = None
     detail: tuple[tuple[str, str], ...] = ()
     repeats: int = 1
+    last_line: int | None = None
 
 
 # a line can report an event only if it holds one of these (each parser's own literal; "fallen off the
@@ -183,7 +200,8 @@ class Kept:
     def __init__(self) -> None:
         self.events: list[KernelEvent] = []  # kept, in input order
         self.overflow = 0  # lines of groups first seen past MAX_EVENTS events
-        self._groups: dict[tuple, list[int]] = {}  # key -> [events kept, index of the last, lines past it]
+        # key -> [events kept, index of the last, lines past it, the line of the last of those]
+        self._groups: dict[tuple, list[int]] = {}
 
     def add(self, event: KernelEvent) -> None:
         key = (event.kind, event.device, event.code, event.severity)
@@ -193,7 +211,7 @@ class Kept:
             if full:
                 self.overflow += event.repeats
                 return
-            self._groups[key] = [1, len(self.events), 0]
+            self._groups[key] = [1, len(self.events), 0, 0]
             self.events.append(event)
         elif group[0] < PER_GROUP and not full and not group[2]:
             group[0] += 1
@@ -201,13 +219,14 @@ class Kept:
             self.events.append(event)
         else:
             group[2] += event.repeats
+            group[3] = event.last_line or event.line
 
     def result(self) -> list[KernelEvent]:
         """The events kept, each group's last carrying the lines counted past it."""
         events = list(self.events)
-        for _kept, last, more in self._groups.values():
+        for _kept, last, more, line in self._groups.values():
             if more:
-                events[last] = replace(events[last], repeats=events[last].repeats + more)
+                events[last] = replace(events[last], repeats=events[last].repeats + more, last_line=line)
         return events
 
     def notes(self) -> tuple[str, ...]:
@@ -492,10 +511,18 @@ def _driver(line: str, lineno: int) -> KernelEvent | None:
         return None
     kind = "mlx5" if found["drv"] == "mlx5_core" else "efa"
     rest = found["rest"].strip()
-    detail = (("ib_device", found["ibdev"]),) if found["ibdev"] else ()
-    code, severity = _driver_code(rest)
+    coded = _driver_code(rest)
+    if coded is None:
+        return None
+    code, severity = coded
+    detail = (("name", found["ibdev"]),) if found["ibdev"] else ()
+    module = _MODULE_EVENT.match(rest) if code.startswith("module") else None
+    if module is not None:
+        detail += (("module", module["module"]), ("status", module["status"]))
+        detail += (("error", module["why"].strip()),) if module["why"] else ()
+    who = f"{found['drv']} {found['ibdev']}" if found["ibdev"] else found["drv"]
     return _event(kind, line, lineno, device=_pci(found["dev"]), code=code, severity=severity,
-                  message=f"{found['drv']}: {rest[:200]}", detail=detail)
+                  message=f"{who}: {rest[:200]}", detail=detail)
 
 
 _HEALTH = regex.compile(r"health compromised|irisc not responding|fw_fatal|firmware fatal|FW fatal|"
@@ -503,12 +530,22 @@ _HEALTH = regex.compile(r"health compromised|irisc not responding|fw_fatal|firmw
 _HEALTH_DUMP = regex.compile(r"^(?:assert_var\[\d{1,2}+\]|assert_exit_ptr|assert_callra|ext_synd)(?:\s|$)")
 
 
-def _driver_code(rest: str) -> tuple[str, str]:
-    """The mlx5/EFA line's code and severity: the health poller's verdict (the adapter's firmware stopped
-    answering: critical), the register dump that follows it (info: part of the same event), a port going
-    DOWN (warning), any other failure (error)."""
-    if "Link DOWN" in rest:
-        return "link_down", "warning"
+def _driver_code(rest: str) -> tuple[str, str] | None:
+    """The mlx5/EFA line's code and severity: a port going down (warning) or coming up (info: what says it
+    came back), a cable module's error (error) or removal (warning), the adapter's temperature warning,
+    the health poller's verdict (the adapter's firmware stopped answering: critical), the register dump
+    that follows it (info: part of the same event), any other failure (error); ``None`` for a line that
+    says none of these (a state word inside another text)."""
+    link = _LINK_STATE.match(rest)
+    if link is not None:
+        return ("link_down", "warning") if link["state"] in ("down", "DOWN") else ("link_up", "info")
+    module = _MODULE_EVENT.match(rest)
+    if module is not None and (module["error"] or "unplugged" in module["status"].lower()):
+        return ("module_error", "error") if module["error"] else ("module_unplugged", "warning")
+    if rest.startswith("High temperature on sensors"):
+        return "temperature", "warning"
+    if not _DRIVER_ERROR.search(rest):
+        return None
     if _HEALTH.search(rest):
         return "health", "critical"
     if _HEALTH_DUMP.match(rest):

@@ -137,29 +137,70 @@ _HCA_WHAT = {
                "ncclRemoteError on the ranks behind it)",
                "drain the node, reset the adapter (mlxfwreset, or reboot), update its firmware; open a "
                "hardware case if it returns on the same adapter"),
-    "link_down": ("the port went DOWN", "check the cable, transceiver and switch port; `ibstat` and the "
-                  "port's link_downed counter show whether it flaps"),
+    "link_down": ("the port went down", "check the cable, transceiver and switch port; `ibstat` (or "
+                  "`ip link show NAME`) shows its state now, and the port's link_downed counter whether "
+                  "it flaps"),
+    "module_error": ("the cable or transceiver in the port reported an error",
+                     "reseat the cable or module, then replace it if the error returns"),
+    "module_unplugged": ("the cable or transceiver was unplugged from the port",
+                         "if nobody removed it, reseat it; the port's link is down while it is out"),
+    "temperature": ("the adapter reported a temperature over its warning threshold",
+                    "check the airflow over the adapter and the server's fan policy; `mget_temp -d DEVICE` "
+                    "(NVIDIA MFT) reads the adapter's temperature"),
     "cmd_failed": ("a firmware command failed (resource creation or a queue-pair transition)",
                    "read the command and status: resource limits (memlock), a wrong GID/port, or firmware"),
     "error": ("the driver reported an error", "read the line; update driver and firmware if it repeats"),
+}
+# mlx5's module error types (the driver's mlx5_pme_error table), by their first word
+_MODULE_ERRORS = {
+    "power budget exceeded": ("the module needs more power than the port supplies",
+                              "use a module of a power class the adapter supports (`ethtool -m NAME` "
+                              "shows the module's)"),
+    "long range for non mlnx cable": ("a long-range module of another vendor, which the adapter does not "
+                                      "drive", "use a supported long-range module"),
+    "bus stuck(i2c or data shorted)": ("the module's management bus is stuck (I2C or data lines shorted)",
+                                       "reseat the module, then replace it"),
+    "no eeprom/retry timeout": ("the module's EEPROM did not answer", "reseat the module, then replace it"),
+    "enforce part number list": ("the module is not on the adapter's list of allowed part numbers",
+                                 "use a module from the adapter's supported list"),
+    "unknown identifier": ("the module's type identifier is not one the adapter knows",
+                           "use a supported module"),
+    "high temperature": ("the module is over its temperature threshold",
+                         "check the module's temperature and thresholds (`ethtool -m NAME`), then the "
+                         "airflow over the adapter's cages; an active optical cable dissipates more than "
+                         "a passive copper one"),
+    "bad or shorted cable/module": ("the cable or module is bad or shorted", "replace the cable or module"),
 }
 
 
 @rule(
     "kernel-hca-events", "error", ("rdma", "nic", "kernel"),
-    title="The RDMA adapter's driver reported a health failure, link drops or command failures",
-    fix="for a health failure drain the node and reset or replace the adapter; for link drops check the "
-    "cable and switch port",
+    title="The RDMA adapter's driver reported a health failure, link drops, a cable module fault or "
+    "command failures",
+    fix="for a health failure drain the node and reset or replace the adapter; for link drops and module "
+    "errors check the cable, transceiver and switch port",
 )
 def kernel_hca_events(kernel) -> Iterator[Hit]:
-    """mlx5/EFA events grouped by device and code; a port that went DOWN more than once is a flapping
-    link."""
+    """mlx5/EFA events grouped by device and code; a port that went down more than once is a flapping
+    link, and whether a ``Link up`` of the same port follows its last ``Link down`` in the same log is
+    said (the ``link_up`` events are info: read here, never a finding)."""
+    ups: dict[tuple[str, str | None], int] = {}
+    modules: dict[tuple[str, str | None], list] = {}  # the port's module events, in order
+    for path, event in kernel:
+        if event.code == "link_up" and event.kind == "mlx5":
+            key = (path, event.device)
+            ups[key] = max(ups.get(key, 0), event.last_line or event.line)
+        elif event.code in ("module_error", "module_unplugged"):
+            modules.setdefault((path, event.device), []).append(event)
     for (_kind, device, code), items in _groups(kernel, ("mlx5", "efa")).items():
         _path, first = items[0]
         what, fix = _HCA_WHAT.get(code or "error", _HCA_WHAT["error"])
+        if code == "module_error":
+            what, fix = _MODULE_ERRORS.get(dict(first.detail).get("error", "").lower(), (what, fix))
         lines = _lines(items)
-        if code == "link_down" and lines > 1:
-            what = f"the port went DOWN {lines} times: a flapping link"
+        if code == "link_down":
+            what = f"the port went down {lines} times: a flapping link" if lines > 1 else what
+            what += _module_before(items, modules, device) + _came_back(items, ups, device)
         times = f" ({lines} lines)" if lines > 1 and code != "link_down" else ""
         yield Hit(
             subject=device or first.message.split(":")[0],
@@ -168,6 +209,32 @@ def kernel_hca_events(kernel) -> Iterator[Hit]:
             fix=fix,
             severity=_SEVERITY.get(max((e.severity for _p, e in items), key=_rank)),
         )
+
+
+def _module_before(items, modules: dict, device: str | None) -> str:
+    """The port's last module event (an error or an unplugged cable) before its first ``Link down``, in
+    the same file: what took the link down."""
+    path, first = items[0]
+    before = [e for e in modules.get((path, device), ()) if e.line < first.line] if device else []
+    if not before:
+        return ""
+    status = dict(before[-1].detail)
+    why = ", ".join(v for v in (status.get("status"), status.get("error")) if v)
+    return f", after its module reported '{why}' ({path}:{before[-1].line})"
+
+
+def _came_back(items, ups: dict, device: str | None) -> str:
+    """Whether the port's last ``Link down`` (of the last file that has one) is followed by a ``Link up``
+    in that file."""
+    path = items[-1][0]
+    down = max(e.last_line or e.line for p, e in items if p == path)
+    up = ups.get((path, device), 0)
+    if device is None:
+        return ""
+    if up > down:
+        return f"; it came back up ({path}:{up})"
+    return (f"; no 'Link up' of this port follows its last 'Link down' ({path}:{down}) in this log: it may "
+            "still be down")
 
 
 RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events)
