@@ -89,13 +89,14 @@ def run(request: Request) -> Diagnosis:
     else:
         topology, broken = _topology(snapshot)
     tests_name, tests = _nccl_tests(request, texts, snapshot, topology)
+    dmesgs = [i for i in texts if i.kind == "dmesg" and i.parsed is not None]
     kernel = tuple(request.kernel) + _recorded_kernel(request) + tuple(
-        (i.path, e) for i in texts if i.kind == "dmesg" and i.parsed for e in i.parsed
+        (i.path, e) for i in dmesgs for e in i.parsed
     )
     known = machine.facets if machine is not None and not machine.has_base else None
     others = _other_texts(texts + _recorded_texts(request))
     facts = Facts(snapshot=snapshot, topology=topology, logs=analysis, nccl_tests=tests,
-                  kernel=kernel or None, texts=others, known=known)
+                  kernel=kernel if kernel or dmesgs else None, texts=others, known=known)
     given = request.source or request.logs or request.nccl_tests
     if texts and not _usable(facts, texts, machine) and not given:
         rows = tuple(_file_row(i, texts, log_names) for i in texts if not i.secondary)
@@ -292,8 +293,9 @@ def _summary(request: Request, texts: list, machine, base, analysis, log_names, 
     hardware = _hardware_line(request, texts, machine, base)
     inputs: dict = {"hardware": hardware, "log": _log_line(request, analysis, log_names),
                     "nccl-tests": tests_name}
-    if texts or kernel:
-        where = dict.fromkeys(w for w, _e in kernel)
+    if texts or kernel:  # (a kernel log given that holds no event is named too: it was read)
+        read = [i.path for i in texts if i.kind == "dmesg" and i.parsed is not None]
+        where = dict.fromkeys([w for w, _e in kernel] + read)
         inputs["kernel-log"] = ", ".join(str(w) for w in where) or None
     if texts:
         inputs["files"] = [_file_row(i, texts, log_names) for i in texts if not i.secondary]

@@ -37,7 +37,13 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   sensors``), ``cmd_failed``, ``error``; ``detail`` ``name`` is the netdev or RDMA device the line names
   (the driver prints both the same way);
 - ``pcie_bandwidth``: ``pci 0000:03:00.0: 2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe
-  x1 link at 0000:02:03.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)``.
+  x1 link at 0000:02:03.0 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)``;
+- ``oom``: the kernel's OOM killer, code ``killed`` (error: ``Out of memory: Killed process 2481 (python3)
+  total-vm:..., anon-rss:7981200kB, ...``, ``Memory cgroup out of memory: Killed process ...``, and the
+  older ``Killed process 799153 (node), UID 1000, total-vm:...``; ``detail`` pid, process, anon_rss_kb,
+  scope ``node``/``cgroup`` where the line says which), code ``constraint`` (info: the
+  ``oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/slurm/uid_1000/job_42,task=python3,pid=2481``
+  line printed before it; ``detail`` pid, task, scope, memcg).
 
 Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
 and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
@@ -162,7 +168,7 @@ class KernelEvent:
 # patterns): a whole text is searched for them, one str.find pass each,
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
-                  "available PCIe bandwidth", "fallen off the bus")
+                  "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -582,6 +588,58 @@ def _bandwidth(line: str, lineno: int) -> KernelEvent | None:
 
 # each parser after a literal its pattern needs (a line without it is not searched): ``""`` for those that
 # check their own
+_OOM_KILLED = regex.compile(
+    r"(?:(?P<why>Out of memory|Memory cgroup out of memory): )?+Killed process (?P<pid>\d{1,10}+) "
+    r"\((?P<comm>.{0,64}?)\)(?=[, ]|$)(?P<rest>.{0,400}+)"
+)
+_ANON_RSS = regex.compile(r"anon-rss:(?P<kb>\d[\d,]{0,20}+)kB")  # (some kernels group the digits with commas)
+_OOM_CONSTRAINT = regex.compile(r"oom-kill:constraint=(?P<constraint>\w{1,32}+)(?P<rest>.{0,1000}+)")
+_OOM_FIELD = regex.compile(r",(?P<key>task_memcg|task|pid)=(?P<value>[^,]{0,300}+)")
+
+
+def _oom_killed(line: str, lineno: int) -> KernelEvent | None:
+    """``Out of memory: Killed process 2481 (python3) total-vm:..., anon-rss:...kB, ...`` (or ``Memory
+    cgroup out of memory: ...``, or the older line without the cause): the kernel killed a process to free
+    memory. Its scope (the node's memory or a cgroup's limit) is the cause's, when the line prints one."""
+    found = _OOM_KILLED.search(line)
+    if found is None:
+        return None
+    rss = _ANON_RSS.search(found["rest"])
+    anon = {"kb": rss["kb"].replace(",", "")} if rss is not None else None
+    scope = {"Out of memory": "node", "Memory cgroup out of memory": "cgroup"}.get(found["why"] or "")
+    detail = (("pid", found["pid"]), ("process", found["comm"]))
+    detail += (("anon_rss_kb", anon["kb"]),) if anon else ()
+    detail += (("scope", scope),) if scope else ()
+    held = f", which held {_size_kb(int(anon['kb']))} of anonymous memory" if anon else ""
+    where = {"node": " (not a cgroup's limit: the memory the kernel could give it ran out)",
+             "cgroup": " (its memory cgroup reached its limit)"}
+    return _event("oom", line, lineno, device=None, code="killed", severity="error",
+                  message=f"the kernel's OOM killer killed pid {found['pid']} ({found['comm']}){held}"
+                          f"{where.get(scope or '', '')}",
+                  detail=detail)
+
+
+def _size_kb(kb: int) -> str:
+    return f"{kb / 2**20:.1f} GiB" if kb >= 2**20 else f"{kb / 2**10:.0f} MiB"
+
+
+def _oom_constraint(line: str, lineno: int) -> KernelEvent | None:
+    """``oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=...,task_memcg=...,task=python3,pid=2481,...``:
+    which memory ran out (``global_oom``: the node's; ``oom_memcg=``: a cgroup's limit) and the cgroup
+    of the process it chose."""
+    found = _OOM_CONSTRAINT.search(line)
+    if found is None:
+        return None
+    fields = {m["key"]: m["value"] for m in _OOM_FIELD.finditer(found["rest"])}
+    scope = "node" if ",global_oom" in found["rest"] else "cgroup" if ",oom_memcg=" in found["rest"] else None
+    detail = (("constraint", found["constraint"]),) + tuple(
+        (name, fields[key]) for key, name in (("pid", "pid"), ("task", "task"), ("task_memcg", "memcg"))
+        if key in fields
+    ) + ((("scope", scope),) if scope else ())
+    return _event("oom", line, lineno, device=None, code="constraint", severity="info",
+                  message=f"OOM kill context: {found['constraint']}", detail=detail)
+
+
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
-            ("", _mlx5_cmd), ("", _driver))
+            ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint), ("", _mlx5_cmd), ("", _driver))

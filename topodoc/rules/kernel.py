@@ -212,15 +212,15 @@ def kernel_hca_events(kernel) -> Iterator[Hit]:
 
 
 def _module_before(items, modules: dict, device: str | None) -> str:
-    """The port's last module event (an error or an unplugged cable) before its first ``Link down``, in
+    """The port's first module event (an error or an unplugged cable) before its first ``Link down``, in
     the same file: what took the link down."""
     path, first = items[0]
     before = [e for e in modules.get((path, device), ()) if e.line < first.line] if device else []
     if not before:
         return ""
-    status = dict(before[-1].detail)
+    status = dict(before[0].detail)  # (the first: a group's first event is always kept)
     why = ", ".join(v for v in (status.get("status"), status.get("error")) if v)
-    return f", after its module reported '{why}' ({path}:{before[-1].line})"
+    return f", after its module reported '{why}' ({path}:{before[0].line})"
 
 
 def _came_back(items, ups: dict, device: str | None) -> str:
@@ -237,4 +237,93 @@ def _came_back(items, ups: dict, device: str | None) -> str:
             "still be down")
 
 
-RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events)
+_OOM_HOST_MEMORY = ("(DataLoader workers and their prefetch, pinned-memory buffers, a checkpoint or dataset "
+                    "loaded whole on every rank)")
+_OOM_WHY = {
+    "cgroup": "raise the memory limit of the job's cgroup (Slurm --mem / --mem-per-cpu, Kubernetes "
+              f"resources.limits.memory), or lower the host memory each rank uses {_OOM_HOST_MEMORY}",
+    "node": f"lower the host memory each rank uses {_OOM_HOST_MEMORY}, and check what else holds the node's "
+            "memory (`ps aux --sort=-rss`)",
+}
+_OOM_UNKNOWN = (_OOM_WHY["node"] + "; if the job runs under a memory limit (Slurm --mem, a container's "
+                "limit), raise it: the log does not say which ran out")
+_OOM_AFTER = ("; in a distributed job the other ranks then fail in NCCL (connection closed, watchdog "
+              "timeout): those errors follow from this kill")
+
+
+@rule(
+    "kernel-oom-kill", "error", ("memory", "kernel"),
+    title="The kernel's OOM killer killed a process",
+    fix="raise the job's memory limit or lower the host memory each rank uses; in a distributed job the "
+    "killed rank's peers then fail in NCCL, and those errors are consequences",
+)
+def kernel_oom_kill(kernel) -> Iterator[Hit]:
+    """Every ``Killed process`` line, in one finding (a job's ranks are often killed together), with the
+    cgroup the ``oom-kill:constraint=`` line before it names."""
+    killed = _groups(kernel, ("oom",)).get(("oom", None, "killed"))
+    if not killed:
+        return
+    memcgs = {(p, dict(e.detail).get("pid")): dict(e.detail) for p, e in kernel
+              if e.kind == "oom" and e.code == "constraint"}
+    path, first = killed[0]
+    detail = dict(first.detail)
+    context = memcgs.get((path, detail.get("pid")), {})
+    # (only the first two kills are read past the count: the reader keeps the first events of a group, at
+    # least two, so that what is said does not depend on how many it kept)
+    scopes = {dict(e.detail).get("scope") or memcgs.get((p, dict(e.detail).get("pid")), {}).get("scope")
+              for p, e in killed[:2]}
+    scope = scopes.pop() if len(scopes) == 1 else None  # kills of both kinds, or unsaid: both fixes
+    lines = _lines(killed)
+    more = ""
+    if lines > 1:
+        second = dict(killed[1][1].detail)
+        others = f", the second pid {second['pid']} ({second['process']})"
+        more = f"; {lines} processes killed in all{others}"
+    cgroup = f"; its cgroup: {context['memcg']}" if context.get("memcg") else ""
+    yield Hit(
+        subject=f"pid {detail.get('pid')}",
+        message=f"{first.message}{cgroup}{more}",
+        evidence=tuple(_where(p, e) for p, e in killed[:2]),
+        fix=_OOM_WHY.get(scope or "", _OOM_UNKNOWN) + _OOM_AFTER,
+    )
+
+
+@rule(
+    "oom-killed-rank", "error", ("memory", "kernel", "log", "joined"),
+    title="The OOM killer killed a rank of the NCCL job",
+    fix="treat the kill as the cause of the job's failure: give the rank's host memory room (the job's "
+    "memory limit, DataLoader workers, pinned memory) and rerun; the NCCL errors of the other ranks are "
+    "consequences",
+)
+def oom_killed_rank(kernel, logs: LogAnalysis) -> Iterator[Hit]:
+    """A killed pid equals the pid NCCL printed for a rank. A kernel log names no host of its own: when
+    ranks on several hosts had that pid, the finding says so. (Of a log of thousands of kills, the kills the
+    reader kept are read: the first of their group.)"""
+    by_pid: dict[int, list[RankInfo]] = {}
+    for rank in logs.ranks:
+        if rank.pid is not None:
+            by_pid.setdefault(rank.pid, []).append(rank)
+    for path, event in kernel:
+        if event.kind != "oom" or event.code != "killed":
+            continue
+        pid = dict(event.detail).get("pid", "")
+        ranks = by_pid.get(int(pid), []) if pid.isdigit() else []
+        if not ranks:
+            continue
+        hosts = sorted({r.host or "?" for r in ranks})
+        rank = ranks[0]
+        where = f"on {hosts[0]}" if len(hosts) == 1 else (
+            f"(ranks on {', '.join(hosts)} had pid {pid}; the kernel log does not say which host it is from)")
+        errors = [e for e in logs.errors if e.pid != rank.pid or e.host != rank.host]
+        after = (f"; the {len(errors)} NCCL error(s) of other processes in the log follow from it"
+                 if errors and len(hosts) == 1 else "")
+        yield Hit(
+            subject=f"rank {rank.rank}",
+            message=f"the OOM killer killed pid {pid}, rank {rank.rank}'s process {where}{after}",
+            evidence=(_where(path, event),) + ((log_line(rank.evidence),) if rank.evidence else ()),
+            confidence=1.0 if len(hosts) == 1 else 0.5,
+        )
+
+
+RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events,
+                           kernel_oom_kill, oom_killed_rank)
