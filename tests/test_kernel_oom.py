@@ -42,8 +42,10 @@ def test_every_real_form_of_the_kill_line_is_an_event_and_nothing_else_is():
     assert dict(killed[2].detail)["anon_rss_kb"] == "15370088"  # "153,700,88kB": digits grouped by commas
     assert {e.severity for e in killed} == {"error"}
     context = [e for e in events if e.code == "constraint"]
-    assert [dict(e.detail)["memcg"] for e in context] == ["/user.slice/user-21417.slice/user@21417.service",
-                                                           "/init.scope"]
+    assert [dict(e.detail).get("memcg") for e in context] == [
+        "/user.slice/user-21417.slice/user@21417.service", "/init.scope", None]
+    # the older "Kill process ... or sacrifice child" line: the process chosen, and the scope
+    assert dict(context[2].detail) == {"pid": "24572", "task": "java", "scope": "cgroup"}
     read = {e.line for e in events}
     for number, line in enumerate(lines, 1):  # invoked oom-killer, the stack, oom_reaper: no event
         if "invoked oom-killer" in line or "oom_reaper" in line or "oom_kill_process" in line:
@@ -105,3 +107,24 @@ def test_odd_kill_lines_do_not_break_the_reader():
                  "Out of memory: Killed process 99999999999 (a) anon-rss:" + "9," * 40 + "kB",
                  "oom-kill:constraint=" + "A" * 3000 + ",task=" + "," * 2000]:
         parse(line)
+
+
+# scored blind once before the cut-line and "Kill process" forms were read (2 of 3 right, this one silent):
+# https://github.com/bluek8s/kubedirector/issues/356, the kill line cut in the thread after "("
+KUBEDIRECTOR = ("[5193605.506956] Memory cgroup out of memory: Kill process 62685 (bash) score 0 or "
+                "sacrifice child\n[5193605.508964] Killed process 62769 (")
+# https://github.com/kubernetes-sigs/aws-efs-csi-driver/issues/1218 (one of its lines)
+EFS = ("[18026.221140] Memory cgroup out of memory: Killed process 140339 (python3) total-vm:120832kB, "
+       "anon-rss:15596kB, file-rss:8924kB, shmem-rss:0kB, UID:0 pgtables:276kB oom_score_adj:-997")
+
+
+def test_a_kill_line_cut_after_its_pid_is_a_kill_and_the_line_before_gives_its_scope():
+    (hit,) = findings(KUBEDIRECTOR)
+    assert hit.subject == "pid 62769" and "(?)" in hit.message
+    assert "its memory cgroup reached its limit (the line before it)" in hit.message
+    assert hit.fix.startswith("raise the memory limit of the job's cgroup")
+
+
+def test_a_small_cgroup_kill_is_said_in_mib():
+    (hit,) = findings(EFS)
+    assert "which held 15 MiB of anonymous memory (its memory cgroup reached its limit)" in hit.message

@@ -43,7 +43,8 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   older ``Killed process 799153 (node), UID 1000, total-vm:...``; ``detail`` pid, process, anon_rss_kb,
   scope ``node``/``cgroup`` where the line says which), code ``constraint`` (info: the
   ``oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/slurm/uid_1000/job_42,task=python3,pid=2481``
-  line printed before it; ``detail`` pid, task, scope, memcg).
+  line printed before it, or the older kernels' ``Memory cgroup out of memory: Kill process 62685 (bash)
+  score 0 or sacrifice child``; ``detail`` pid, task, scope, memcg).
 
 Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
 and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
@@ -168,7 +169,8 @@ class KernelEvent:
 # patterns): a whole text is searched for them, one str.find pass each,
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
-                  "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:")
+                  "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:",
+                  ": Kill process ")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -589,9 +591,13 @@ def _bandwidth(line: str, lineno: int) -> KernelEvent | None:
 # each parser after a literal its pattern needs (a line without it is not searched): ``""`` for those that
 # check their own
 _OOM_KILLED = regex.compile(
-    r"(?:(?P<why>Out of memory|Memory cgroup out of memory): )?+Killed process (?P<pid>\d{1,10}+) "
-    r"\((?P<comm>.{0,64}?)\)(?=[, ]|$)(?P<rest>.{0,400}+)"
+    r"(?:(?P<why>Out of memory|Memory cgroup out of memory): )?+Killed process (?P<pid>\d{1,10}+)"
+    r"(?: \((?P<comm>.{0,64}?)\)(?=[, ]|$))?+(?P<rest>.{0,400}+)"
 )
+# the older kernels' first line of a kill: "Memory cgroup out of memory: Kill process 62685 (bash) score 0 or
+# sacrifice child" (the process chosen; the one killed, in the "Killed process" line after it, may be a child)
+_OOM_CHOSE = regex.compile(r"(?P<why>Out of memory|Memory cgroup out of memory): Kill process "
+                           r"(?P<pid>\d{1,10}+) \((?P<comm>.{0,64}?)\) score")
 _ANON_RSS = regex.compile(r"anon-rss:(?P<kb>\d[\d,]{0,20}+)kB")  # (some kernels group the digits with commas)
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:constraint=(?P<constraint>\w{1,32}+)(?P<rest>.{0,1000}+)")
 _OOM_FIELD = regex.compile(r",(?P<key>task_memcg|task|pid)=(?P<value>[^,]{0,300}+)")
@@ -607,14 +613,15 @@ def _oom_killed(line: str, lineno: int) -> KernelEvent | None:
     rss = _ANON_RSS.search(found["rest"])
     anon = {"kb": rss["kb"].replace(",", "")} if rss is not None else None
     scope = {"Out of memory": "node", "Memory cgroup out of memory": "cgroup"}.get(found["why"] or "")
-    detail = (("pid", found["pid"]), ("process", found["comm"]))
+    comm = found["comm"] if found["comm"] is not None else "?"  # (a line cut after "Killed process N (")
+    detail = (("pid", found["pid"]), ("process", comm))
     detail += (("anon_rss_kb", anon["kb"]),) if anon else ()
     detail += (("scope", scope),) if scope else ()
     held = f", which held {_size_kb(int(anon['kb']))} of anonymous memory" if anon else ""
     where = {"node": " (not a cgroup's limit: the memory the kernel could give it ran out)",
              "cgroup": " (its memory cgroup reached its limit)"}
     return _event("oom", line, lineno, device=None, code="killed", severity="error",
-                  message=f"the kernel's OOM killer killed pid {found['pid']} ({found['comm']}){held}"
+                  message=f"the kernel's OOM killer killed pid {found['pid']} ({comm}){held}"
                           f"{where.get(scope or '', '')}",
                   detail=detail)
 
@@ -629,7 +636,13 @@ def _oom_constraint(line: str, lineno: int) -> KernelEvent | None:
     of the process it chose."""
     found = _OOM_CONSTRAINT.search(line)
     if found is None:
-        return None
+        chose = _OOM_CHOSE.search(line)
+        if chose is None:
+            return None
+        scope = "cgroup" if chose["why"].startswith("Memory cgroup") else "node"
+        return _event("oom", line, lineno, device=None, code="constraint", severity="info",
+                      message=f"OOM kill context: {chose['why']}, pid {chose['pid']} ({chose['comm']})",
+                      detail=(("pid", chose["pid"]), ("task", chose["comm"]), ("scope", scope)))
     fields = {m["key"]: m["value"] for m in _OOM_FIELD.finditer(found["rest"])}
     scope = "node" if ",global_oom" in found["rest"] else "cgroup" if ",oom_memcg=" in found["rest"] else None
     detail = (("constraint", found["constraint"]),) + tuple(
@@ -642,4 +655,5 @@ def _oom_constraint(line: str, lineno: int) -> KernelEvent | None:
 
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
-            ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint), ("", _mlx5_cmd), ("", _driver))
+            ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint),
+            (": Kill process ", _oom_constraint), ("", _mlx5_cmd), ("", _driver))

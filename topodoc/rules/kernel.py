@@ -263,15 +263,13 @@ def kernel_oom_kill(kernel) -> Iterator[Hit]:
     killed = _groups(kernel, ("oom",)).get(("oom", None, "killed"))
     if not killed:
         return
-    memcgs = {(p, dict(e.detail).get("pid")): dict(e.detail) for p, e in kernel
-              if e.kind == "oom" and e.code == "constraint"}
+    contexts = [(p, e) for p, e in kernel if e.kind == "oom" and e.code == "constraint"]
     path, first = killed[0]
     detail = dict(first.detail)
-    context = memcgs.get((path, detail.get("pid")), {})
+    context = _oom_context(contexts, path, first)
     # (only the first two kills are read past the count: the reader keeps the first events of a group, at
     # least two, so that what is said does not depend on how many it kept)
-    scopes = {dict(e.detail).get("scope") or memcgs.get((p, dict(e.detail).get("pid")), {}).get("scope")
-              for p, e in killed[:2]}
+    scopes = {dict(e.detail).get("scope") or _oom_context(contexts, p, e).get("scope") for p, e in killed[:2]}
     scope = scopes.pop() if len(scopes) == 1 else None  # kills of both kinds, or unsaid: both fixes
     lines = _lines(killed)
     more = ""
@@ -280,12 +278,22 @@ def kernel_oom_kill(kernel) -> Iterator[Hit]:
         others = f", the second pid {second['pid']} ({second['process']})"
         more = f"; {lines} processes killed in all{others}"
     cgroup = f"; its cgroup: {context['memcg']}" if context.get("memcg") else ""
+    if not detail.get("scope") and context.get("scope"):  # (said by the line before the kill)
+        cgroup += {"cgroup": "; its memory cgroup reached its limit (the line before it)",
+                   "node": "; not a cgroup's limit (the line before it)"}[context["scope"]]
     yield Hit(
         subject=f"pid {detail.get('pid')}",
         message=f"{first.message}{cgroup}{more}",
         evidence=tuple(_where(p, e) for p, e in killed[:2]),
         fix=_OOM_WHY.get(scope or "", _OOM_UNKNOWN) + _OOM_AFTER,
     )
+
+
+def _oom_context(contexts: list, path: str, kill) -> dict:
+    """The ``oom-kill:constraint=`` (or older ``Kill process ... or sacrifice child``) line the kernel printed
+    for ``kill``: the last one before it in its file, a few lines up at most."""
+    before = [e for p, e in contexts if p == path and kill.line - 50 <= e.line < kill.line]
+    return dict(before[-1].detail) if before else {}
 
 
 @rule(
