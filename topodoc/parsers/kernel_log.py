@@ -44,7 +44,12 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   scope ``node``/``cgroup`` where the line says which), code ``constraint`` (info: the
   ``oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/slurm/uid_1000/job_42,task=python3,pid=2481``
   line printed before it, or the older kernels' ``Memory cgroup out of memory: Kill process 62685 (bash)
-  score 0 or sacrifice child``; ``detail`` pid, task, scope, memcg).
+  score 0 or sacrifice child``; ``detail`` pid, task, scope, memcg);
+- ``peermem``: the GPU peer-memory module failed to load (``nvidia_peermem: Unknown symbol
+  ib_register_peer_memory_client (err -22)``, ``nv_peer_mem: disagrees about version of symbol
+  nvidia_p2p_get_pages``), code ``ib_core`` (an RDMA-core symbol), ``nvidia`` (an NVIDIA driver symbol) or
+  ``symbol`` (another), error; ``detail`` module, symbol, why (``version``: the symbol is there but not the
+  one the module was built against; ``missing``: not exported at all), err.
 
 Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
 and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
@@ -170,7 +175,7 @@ class KernelEvent:
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
                   "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:",
-                  ": Kill process ")
+                  ": Kill process ", "peer_mem")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -653,7 +658,32 @@ def _oom_constraint(line: str, lineno: int) -> KernelEvent | None:
                   message=f"OOM kill context: {found['constraint']}", detail=detail)
 
 
+_PEERMEM = regex.compile(
+    r"\b(?P<module>nvidia_peermem|nv_peer_mem): (?:Unknown symbol (?P<missing>\w{1,80}+) "
+    r"\(err (?P<err>-?\d{1,4}+)\)|disagrees about version of symbol (?P<version>\w{1,80}+))"
+)
+
+
+def _peermem(line: str, lineno: int) -> KernelEvent | None:
+    """``nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)`` and the ``disagrees about
+    version of symbol`` line before it: the GPU peer-memory module was not loaded."""
+    found = _PEERMEM.search(line)
+    if found is None:
+        return None
+    symbol = found["missing"] or found["version"]
+    code = "ib_core" if symbol.startswith(("ib_", "rdma_")) else "nvidia" if symbol.startswith("nvidia_") \
+        else "symbol"
+    # (-22, EINVAL: the kernel found the symbol and refused its version, the line before says so)
+    why = "version" if found["version"] or found["err"] == "-22" else "missing"
+    detail = (("module", found["module"]), ("symbol", symbol), ("why", why))
+    detail += (("err", found["err"]),) if found["err"] else ()
+    what = (f"the loaded {symbol} is not the one it was built against" if why == "version"
+            else f"no loaded module exports {symbol}")
+    return _event("peermem", line, lineno, device=None, code=code, severity="error",
+                  message=f"{found['module']} did not load: {what}", detail=detail)
+
+
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
             ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint),
-            (": Kill process ", _oom_constraint), ("", _mlx5_cmd), ("", _driver))
+            (": Kill process ", _oom_constraint), ("peer_mem", _peermem), ("", _mlx5_cmd), ("", _driver))

@@ -333,5 +333,52 @@ def oom_killed_rank(kernel, logs: LogAnalysis) -> Iterator[Hit]:
         )
 
 
+_PEERMEM_WHY = {
+    "ib_core": {
+        "version": "the RDMA core (ib_core) loaded is not the one the module was built against: MLNX_OFED / "
+                   "DOCA-OFED installed, upgraded or removed since, or the kernel's own ib_core loaded "
+                   "instead of OFED's",
+        "missing": "the RDMA core (ib_core) loaded has no peer-memory API: the kernel's own RDMA stack "
+                   "without MLNX_OFED / DOCA-OFED, or an OFED changed since the module was built",
+    },
+    "nvidia": {
+        "version": "the NVIDIA driver loaded is not the one the module was built against: the driver changed "
+                   "(upgraded or reinstalled) since",
+        "missing": "the NVIDIA driver that exports the symbol is not loaded",
+    },
+}
+_PEERMEM_FIX = ("rebuild the module against what is loaded now: nvidia-peermem ships with the NVIDIA driver, "
+                "so reinstall the driver (or its DKMS module) after installing or upgrading MLNX_OFED / "
+                "DOCA-OFED; then `modprobe nvidia-peermem` and check /sys/module/nvidia_peermem/version. "
+                "With the open NVIDIA kernel driver on a kernel >= 5.12, NCCL's DMA-BUF path needs no "
+                "peer-memory module")
+
+
+@rule(
+    "kernel-peermem-load-failed", "error", ("gdr", "gpudirect", "kernel"),
+    title="The GPU peer-memory module (nvidia-peermem / nv_peer_mem) failed to load",
+    fix="rebuild the module against the RDMA core and NVIDIA driver loaded now (reinstall the NVIDIA driver "
+    "after installing or upgrading MLNX_OFED / DOCA-OFED), then modprobe nvidia-peermem; or use the DMA-BUF "
+    "path, which needs no peer-memory module",
+)
+def kernel_peermem_load_failed(kernel) -> Iterator[Hit]:
+    """``Unknown symbol`` / ``disagrees about version of symbol`` lines of nvidia_peermem or nv_peer_mem,
+    one finding per kind of symbol (the RDMA core's, the NVIDIA driver's)."""
+    for (_kind, _device, code), items in _groups(kernel, ("peermem",)).items():
+        _path, first = items[0]
+        detail = dict(first.detail)
+        versions = {dict(e.detail).get("why") for _p, e in items[:2]}
+        why = "version" if "version" in versions else "missing"
+        cause = _PEERMEM_WHY.get(code or "", {}).get(why, "a symbol it needs is not what the kernel offers")
+        yield Hit(
+            subject=detail.get("module", "peermem"),
+            message=f"{first.message} ({_lines(items)} line(s)): {cause}. Without a peer-memory module (or "
+            "DMA-BUF) NCCL cannot hand GPU memory to the NIC: GPUDirect RDMA is off ('GPU Direct RDMA "
+            "Disabled'), inter-node traffic is staged through host memory, or registering GPU buffers fails",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            fix=_PEERMEM_FIX,
+        )
+
+
 RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events,
-                           kernel_oom_kill, oom_killed_rank)
+                           kernel_oom_kill, oom_killed_rank, kernel_peermem_load_failed)
