@@ -200,15 +200,25 @@ def test_a_dripping_client_is_cut_at_the_head_deadline(served):
 
 
 def test_at_the_cap_an_idle_socket_makes_way_for_a_request(served):
-    _, http, port = served
-    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
+    """Idle sockets here outlive EVICT_AFTER (their idle and head timeouts are far longer), so only the cap's
+    eviction can make room: with the fixture's 0.5 s idle timeout, equal to EVICT_AFTER, a loaded machine let
+    the idle timeout close them first and the request got in without an eviction."""
+    agent, _, _ = served
+    http = AgentHttp(agent, "127.0.0.1", 0, max_connections=8, head_timeout=30.0, idle_timeout=30.0)
+    http.start()
+    port = http.address[1]
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(8)]
     try:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10  # all 8 accepted: the server at its cap before the request
+        while len(http._conns) < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(http._conns) == 8
         assert _get(port, "/metrics")[0] == 200
         assert http.evicted >= 1
     finally:
         for sock in idle:
             sock.close()
+        http.stop()
 
 
 def test_methods_bad_lines_and_oversized_heads(served):

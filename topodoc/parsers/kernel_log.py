@@ -49,7 +49,10 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   ib_register_peer_memory_client (err -22)``, ``nv_peer_mem: disagrees about version of symbol
   nvidia_p2p_get_pages``), code ``ib_core`` (an RDMA-core symbol), ``nvidia`` (an NVIDIA driver symbol) or
   ``symbol`` (another), error; ``detail`` module, symbol, why (``version``: the symbol is there but not the
-  one the module was built against; ``missing``: not exported at all), err.
+  one the module was built against; ``missing``: not exported at all), err;
+- ``hung_task``: a task the kernel saw stuck, code ``blocked`` (``INFO: task python3:15277 blocked for more
+  than 122 seconds.``: uninterruptible sleep in the kernel) or ``soft_lockup`` (``watchdog: BUG: soft lockup -
+  CPU#7 stuck for 23s! [python3:25222]``), warning; ``detail`` pid, process, seconds.
 
 Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
 and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
@@ -175,7 +178,7 @@ class KernelEvent:
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
                   "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:",
-                  ": Kill process ", "peer_mem")
+                  ": Kill process ", "peer_mem", " blocked for more than ", "soft lockup")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -683,7 +686,34 @@ def _peermem(line: str, lineno: int) -> KernelEvent | None:
                   message=f"{found['module']} did not load: {what}", detail=detail)
 
 
+_HUNG = regex.compile(r"INFO: task (?P<comm>.{1,64}?):(?P<pid>\d{1,10}+) blocked for more than "
+                      r"(?P<secs>\d{1,7}+) seconds")
+_LOCKUP = regex.compile(r"soft lockup - CPU#(?P<cpu>\d{1,5}+) stuck for (?P<secs>\d{1,7}+)s! "
+                        r"\[(?P<comm>.{1,64}?):(?P<pid>\d{1,10}+)\]")
+
+
+def _hung_task(line: str, lineno: int) -> KernelEvent | None:
+    """``INFO: task python3:15277 blocked for more than 122 seconds.`` (the hung-task detector: the task sat
+    in uninterruptible sleep, in the kernel) and ``watchdog: BUG: soft lockup - CPU#7 stuck for 23s!
+    [python3:25222]`` (a CPU kept in the kernel)."""
+    found = _HUNG.search(line)
+    if found is not None:
+        return _event("hung_task", line, lineno, device=None, code="blocked", severity="warning",
+                      message=f"task {found['comm']} (pid {found['pid']}) was blocked in the kernel for more "
+                              f"than {found['secs']} s",
+                      detail=(("pid", found["pid"]), ("process", found["comm"]), ("seconds", found["secs"])))
+    found = _LOCKUP.search(line)
+    if found is not None:
+        return _event("hung_task", line, lineno, device=None, code="soft_lockup", severity="warning",
+                      message=f"CPU {found['cpu']} was stuck in the kernel for {found['secs']} s running "
+                              f"{found['comm']} (pid {found['pid']})",
+                      detail=(("pid", found["pid"]), ("process", found["comm"]), ("seconds", found["secs"])))
+    return None
+
+
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
             ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint),
-            (": Kill process ", _oom_constraint), ("peer_mem", _peermem), ("", _mlx5_cmd), ("", _driver))
+            (": Kill process ", _oom_constraint), ("peer_mem", _peermem),
+            (" blocked for more than ", _hung_task), ("soft lockup", _hung_task), ("", _mlx5_cmd),
+            ("", _driver))

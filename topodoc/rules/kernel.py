@@ -380,5 +380,69 @@ def kernel_peermem_load_failed(kernel) -> Iterator[Hit]:
         )
 
 
+_HUNG_FIX = ("read the call trace printed after the line: frames in [nvidia] / [nvidia_uvm] point at the GPU "
+             "driver (look for an Xid on the node, then reset the GPU or reboot), frames in a file system "
+             "(nfs, lustre, fuse) at storage. A rank stuck there stalls every collective of its job: the "
+             "other ranks' NCCL timeouts follow from it")
+
+
+@rule(
+    "kernel-hung-task", "warning", ("hang", "kernel"),
+    title="The kernel saw a task stuck (hung task or soft lockup)",
+    fix="read the call trace printed after the line: frames in [nvidia] / [nvidia_uvm] point at the GPU "
+    "driver (check for Xids, then reset the GPU or reboot), frames in a file system (nfs, lustre, fuse) at "
+    "storage; a rank stuck there stalls every collective of its job",
+)
+def kernel_hung_task(kernel) -> Iterator[Hit]:
+    """``INFO: task NAME:PID blocked for more than N seconds.`` and soft lockups, one finding per kind."""
+    for (_kind, _device, code), items in _groups(kernel, ("hung_task",)).items():
+        _path, first = items[0]
+        lines = _lines(items)
+        times = f" ({lines} lines)" if lines > 1 else ""
+        what = ("uninterruptible sleep: it cannot be killed until the kernel call it waits on returns"
+                if code == "blocked" else "the CPU did not schedule anything else meanwhile")
+        yield Hit(
+            subject=f"pid {dict(first.detail).get('pid')}",
+            message=f"{first.message}{times}: {what}; the call trace after the line says where",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            fix=_HUNG_FIX,
+        )
+
+
+@rule(
+    "hung-rank-process", "error", ("hang", "kernel", "log", "joined"),
+    title="A rank's process was stuck in the kernel",
+    fix="treat the stuck process as the cause of the job's hang: read its call trace in the kernel log "
+    "(GPU driver, file system), deal with that, and rerun; the NCCL timeouts of the other ranks are "
+    "consequences",
+)
+def hung_rank_process(kernel, logs: LogAnalysis) -> Iterator[Hit]:
+    """A pid of a hung-task or soft-lockup line equals the pid NCCL printed for a rank (the kernel log names
+    no host: ranks on several hosts with that pid are said, with a lower confidence)."""
+    by_pid: dict[int, list[RankInfo]] = {}
+    for rank in logs.ranks:
+        if rank.pid is not None:
+            by_pid.setdefault(rank.pid, []).append(rank)
+    seen: set[int] = set()
+    for path, event in kernel:
+        pid = dict(event.detail).get("pid", "")
+        if event.kind != "hung_task" or not pid.isdigit() or int(pid) in seen or int(pid) not in by_pid:
+            continue
+        seen.add(int(pid))
+        ranks = by_pid[int(pid)]
+        hosts = sorted({r.host or "?" for r in ranks})
+        rank = ranks[0]
+        where = f"on {hosts[0]}" if len(hosts) == 1 else (
+            f"(ranks on {', '.join(hosts)} had pid {pid}; the kernel log does not say which host it is from)")
+        yield Hit(
+            subject=f"rank {rank.rank}",
+            message=f"{event.message}: that is rank {rank.rank}'s process {where}; a rank stuck in the "
+            "kernel stalls every collective of the job",
+            evidence=(_where(path, event),) + ((log_line(rank.evidence),) if rank.evidence else ()),
+            confidence=1.0 if len(hosts) == 1 else 0.5,
+        )
+
+
 RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events,
-                           kernel_oom_kill, oom_killed_rank, kernel_peermem_load_failed)
+                           kernel_oom_kill, oom_killed_rank, kernel_peermem_load_failed, kernel_hung_task,
+                           hung_rank_process)
