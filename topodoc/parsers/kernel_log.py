@@ -52,7 +52,10 @@ What it recognises (every other line is ignored; benign lines such as "GPU at PC
   one the module was built against; ``missing``: not exported at all), err;
 - ``hung_task``: a task the kernel saw stuck, code ``blocked`` (``INFO: task python3:15277 blocked for more
   than 122 seconds.``: uninterruptible sleep in the kernel) or ``soft_lockup`` (``watchdog: BUG: soft lockup -
-  CPU#7 stuck for 23s! [python3:25222]``), warning; ``detail`` pid, process, seconds.
+  CPU#7 stuck for 23s! [python3:25222]``), warning; ``detail`` pid, process, seconds;
+- ``nfs``: an NFS server the client stopped hearing from, code ``not_responding`` (warning: ``nfs: server
+  10.0.0.5 not responding, still trying``; error when it ends ``timed out``: a soft mount gave up) and
+  ``ok`` (info: ``nfs: server 10.0.0.5 OK``, what says it answered again); ``detail`` server.
 
 Lines are cut at :data:`MAX_LINE` characters before matching; every pattern is anchored on a literal
 and uses possessive quantifiers (``regex`` module), so matching stays linear in the line length.
@@ -178,7 +181,7 @@ class KernelEvent:
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
                   "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:",
-                  ": Kill process ", "peer_mem", " blocked for more than ", "soft lockup")
+                  ": Kill process ", "peer_mem", " blocked for more than ", "soft lockup", "nfs: server ")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -201,7 +204,7 @@ def parse(source: str | Iterable[str]) -> list[KernelEvent]:
     return kept.result()
 
 
-PER_GROUP = 8  # events kept of one group: (kind, device, code, severity)
+PER_GROUP = 8  # events kept of one group: (kind, device, code, severity, and an NFS event's server)
 MAX_EVENTS = 20_000  # events kept in all
 
 
@@ -220,7 +223,7 @@ class Kept:
         self._groups: dict[tuple, list[int]] = {}
 
     def add(self, event: KernelEvent) -> None:
-        key = (event.kind, event.device, event.code, event.severity)
+        key = (event.kind, event.device, event.code, event.severity, _subject(event))
         group = self._groups.get(key)
         full = len(self.events) >= MAX_EVENTS
         if group is None:
@@ -250,6 +253,11 @@ class Kept:
             return ()
         return (f"{self.overflow} kernel-log event line(s) not read: they came after {MAX_EVENTS} events "
                 "were kept, in groups (kind, device, code) not seen before them",)
+
+
+def _subject(event: KernelEvent) -> str | None:
+    """What, besides its device, tells one group of ``event``'s kind from another: an NFS event's server."""
+    return next((v for k, v in event.detail if k == "server"), None) if event.kind == "nfs" else None
 
 
 class Reader:
@@ -711,9 +719,33 @@ def _hung_task(line: str, lineno: int) -> KernelEvent | None:
     return None
 
 
+_NFS = regex.compile(r"\bnfs: server (?P<server>[^\s,]{1,255}+) "
+                     r"(?P<state>not responding, (?P<how>still trying|timed out)|OK)\b")
+
+
+def _nfs(line: str, lineno: int) -> KernelEvent | None:
+    """``nfs: server 10.0.0.5 not responding, still trying`` (a hard mount waits: every process reading or
+    writing through it blocks), ``..., timed out`` (a soft mount gave up: the I/O failed) and ``nfs: server
+    10.0.0.5 OK`` (it answered again)."""
+    found = _NFS.search(line)
+    if found is None:
+        return None
+    server = found["server"]
+    if found["state"] == "OK":
+        return _event("nfs", line, lineno, device=None, code="ok", severity="info",
+                      message=f"NFS server {server} answered again", detail=(("server", server),))
+    gave_up = found["how"] == "timed out"
+    return _event("nfs", line, lineno, device=None, code="not_responding",
+                  severity="error" if gave_up else "warning",
+                  message=f"NFS server {server} stopped answering"
+                          + (": the mount gave up, the I/O failed" if gave_up
+                             else ": processes reading or writing through the mount wait"),
+                  detail=(("server", server),))
+
+
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
             ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint),
             (": Kill process ", _oom_constraint), ("peer_mem", _peermem),
-            (" blocked for more than ", _hung_task), ("soft lockup", _hung_task), ("", _mlx5_cmd),
-            ("", _driver))
+            (" blocked for more than ", _hung_task), ("soft lockup", _hung_task), ("nfs: server ", _nfs),
+            ("", _mlx5_cmd), ("", _driver))

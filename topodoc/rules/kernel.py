@@ -443,6 +443,48 @@ def hung_rank_process(kernel, logs: LogAnalysis) -> Iterator[Hit]:
         )
 
 
+_NFS_FIX = ("find why the server or the path to it stalled (server load, network); a hard mount makes every "
+            "process that reads data or writes a checkpoint through it wait without end, so a training job "
+            "stalls on all its ranks (watchdog timeouts, not a network fault of NCCL's)")
+
+
+@rule(
+    "kernel-nfs-stall", "warning", ("storage", "hang", "kernel"),
+    title="An NFS server stopped answering the node",
+    fix="find why the server or the path to it stalled (server load, network); while it does not answer, "
+    "every rank reading data or writing a checkpoint through the mount waits, and its job stalls",
+)
+def kernel_nfs_stall(kernel) -> Iterator[Hit]:
+    """``nfs: server X not responding`` lines, one finding per server, with whether an ``nfs: server X OK``
+    follows the last of them in the same file."""
+    oks: dict[tuple[str, str | None], int] = {}
+    for path, event in kernel:
+        if event.kind == "nfs" and event.code == "ok":
+            key = (path, dict(event.detail).get("server"))
+            oks[key] = max(oks.get(key, 0), event.last_line or event.line)
+    servers: dict[str | None, list] = {}
+    for (_kind, _device, code), items in _groups(kernel, ("nfs",)).items():
+        if code == "not_responding":
+            for path, event in items:
+                servers.setdefault(dict(event.detail).get("server"), []).append((path, event))
+    for server, items in servers.items():
+        path, first = items[0]
+        last_path = items[-1][0]
+        last = max(e.last_line or e.line for p, e in items if p == last_path)
+        back = oks.get((last_path, server), 0)
+        after = (f"; it answered again ({last_path}:{back})" if back > last else
+                 f"; no 'nfs: server {server} OK' follows its last line ({last_path}:{last}) in this log: it "
+                 "may still not answer")
+        lines = _lines(items)
+        yield Hit(
+            subject=f"nfs {server}",
+            message=f"{first.message} ({lines} line(s)){after}",
+            evidence=tuple(_where(p, e) for p, e in items[:2]),
+            severity=_SEVERITY.get(max((e.severity for _p, e in items), key=_rank)),
+            fix=_NFS_FIX,
+        )
+
+
 RULES: tuple[Rule, ...] = (kernel_xid, kernel_pcie_iommu_events, xid_on_failed_rank_gpu, kernel_hca_events,
                            kernel_oom_kill, oom_killed_rank, kernel_peermem_load_failed, kernel_hung_task,
-                           hung_rank_process)
+                           hung_rank_process, kernel_nfs_stall)
