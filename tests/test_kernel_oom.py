@@ -128,3 +128,30 @@ def test_a_kill_line_cut_after_its_pid_is_a_kill_and_the_line_before_gives_its_s
 def test_a_small_cgroup_kill_is_said_in_mib():
     (hit,) = findings(EFS)
     assert "which held 15 MiB of anonymous memory (its memory cgroup reached its limit)" in hit.message
+
+
+# https://github.com/bluek8s/kubedirector/issues/356: the thread wraps the first line (joined here, the pod
+# ids cut) and cuts the kill line after "("
+TASK_IN = ("[5193605.506728] Task in /kubepods/pod951f6bc5/024952d6 killed as a result of limit of "
+           "/kubepods/pod951f6bc5/024952d6\n"
+           "[5193605.506956] Memory cgroup out of memory: Kill process 62685 (bash) score 0 or sacrifice "
+           "child\n[5193605.508964] Killed process 62769 (")
+
+
+def test_the_older_cgroup_lines_before_a_kill_give_its_cgroup_and_scope():
+    (hit,) = findings(TASK_IN)
+    assert "killed pid 62769 (?)" in hit.message
+    assert "its cgroup: /kubepods/pod951f6bc5/024952d6" in hit.message
+    assert hit.fix.startswith("raise the memory limit of the job's cgroup")
+
+
+def test_a_small_kill_is_said_in_kb():
+    (hit,) = findings("[ 9.0] Memory cgroup out of memory: Killed process 7 (sh) total-vm:900kB, "
+                      "anon-rss:160kB")
+    assert "which held 160 kB of anonymous memory" in hit.message
+
+
+def test_the_uid_form_of_the_kill_line_names_the_process():
+    # the form cadvisor's oomparser (and gpud's copy of it) documents: "Killed process 123, UID 48, (httpd)."
+    (event,) = parse("Out of memory: Killed process 123, UID 48, (httpd).")
+    assert dict(event.detail) == {"pid": "123", "process": "httpd", "scope": "node"}

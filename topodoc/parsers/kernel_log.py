@@ -181,7 +181,8 @@ class KernelEvent:
 # and only the lines they are on are read (a 50 MB dmesg is mostly other drivers' lines)
 _RARE_LITERALS = ("NVRM: ", ": SXid (", ": AER: ", "PCIe Bus Error: severity=", "DMAR: [", "IO_PAGE_FAULT",
                   "available PCIe bandwidth", "fallen off the bus", "Killed process ", "oom-kill:",
-                  ": Kill process ", "peer_mem", " blocked for more than ", "soft lockup", "nfs: server ")
+                  ": Kill process ", "peer_mem", " blocked for more than ", "soft lockup", "nfs: server ",
+                  " killed as a result of limit of ")
 _DRIVER_LITERALS = ("mlx5_c", "efa ", "efa:")  # _driver and _mlx5_cmd: each needs _DRIVER_BAD on the line too
 _LITERALS = _RARE_LITERALS + _DRIVER_LITERALS
 # str.splitlines() ends lines at these besides "\n"; a text holding one is read line by line
@@ -608,8 +609,12 @@ def _bandwidth(line: str, lineno: int) -> KernelEvent | None:
 # check their own
 _OOM_KILLED = regex.compile(
     r"(?:(?P<why>Out of memory|Memory cgroup out of memory): )?+Killed process (?P<pid>\d{1,10}+)"
-    r"(?: \((?P<comm>.{0,64}?)\)(?=[, ]|$))?+(?P<rest>.{0,400}+)"
+    r"(?:, UID \d{1,10}+,)?+(?: \((?P<comm>.{0,64}?)\)(?=[,. ]|$))?+(?P<rest>.{0,400}+)"
 )
+# the older kernels' cgroup line before a kill: "Task in /kubepods/pod1/c1 killed as a result of limit of
+# /kubepods/pod1"
+_OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S{1,300}+) killed as a result of limit of "
+                             r"(?P<limit>\S{1,300}+)")
 # the older kernels' first line of a kill: "Memory cgroup out of memory: Kill process 62685 (bash) score 0 or
 # sacrifice child" (the process chosen; the one killed, in the "Killed process" line after it, may be a child)
 _OOM_CHOSE = regex.compile(r"(?P<why>Out of memory|Memory cgroup out of memory): Kill process "
@@ -643,6 +648,8 @@ def _oom_killed(line: str, lineno: int) -> KernelEvent | None:
 
 
 def _size_kb(kb: int) -> str:
+    if kb < 2**10:
+        return f"{kb} kB"
     return f"{kb / 2**20:.1f} GiB" if kb >= 2**20 else f"{kb / 2**10:.0f} MiB"
 
 
@@ -651,6 +658,11 @@ def _oom_constraint(line: str, lineno: int) -> KernelEvent | None:
     which memory ran out (``global_oom``: the node's; ``oom_memcg=``: a cgroup's limit) and the cgroup
     of the process it chose."""
     found = _OOM_CONSTRAINT.search(line)
+    task_in = _OOM_TASK_IN.search(line) if found is None else None
+    if task_in is not None:
+        return _event("oom", line, lineno, device=None, code="constraint", severity="info",
+                      message=f"OOM kill context: the limit of {task_in['limit']}",
+                      detail=(("memcg", task_in["memcg"]), ("scope", "cgroup"), ("limit", task_in["limit"])))
     if found is None:
         chose = _OOM_CHOSE.search(line)
         if chose is None:
@@ -746,6 +758,7 @@ def _nfs(line: str, lineno: int) -> KernelEvent | None:
 _PARSERS = (("NVRM: Xid (", _xid), (": SXid (", _sxid), ("NVRM: GPU ", _nvrm_init), (": AER: ", _aer),
             ("PCIe Bus Error: severity=", _aer_detail), ("DMAR: [", _dmar), ("", _amdvi), ("", _bandwidth),
             ("Killed process ", _oom_killed), ("oom-kill:", _oom_constraint),
-            (": Kill process ", _oom_constraint), ("peer_mem", _peermem),
+            (": Kill process ", _oom_constraint), (" killed as a result of limit of ", _oom_constraint),
+            ("peer_mem", _peermem),
             (" blocked for more than ", _hung_task), ("soft lockup", _hung_task), ("nfs: server ", _nfs),
             ("", _mlx5_cmd), ("", _driver))

@@ -269,7 +269,10 @@ def kernel_oom_kill(kernel) -> Iterator[Hit]:
     context = _oom_context(contexts, path, first)
     # (only the first two kills are read past the count: the reader keeps the first events of a group, at
     # least two, so that what is said does not depend on how many it kept)
-    scopes = {dict(e.detail).get("scope") or _oom_context(contexts, p, e).get("scope") for p, e in killed[:2]}
+    second = _oom_context(contexts, killed[1][0], killed[1][1], first.line if killed[1][0] == path else 0) \
+        if len(killed) > 1 else {}
+    scopes = {detail.get("scope") or context.get("scope")}
+    scopes |= {dict(killed[1][1].detail).get("scope") or second.get("scope")} if len(killed) > 1 else set()
     scope = scopes.pop() if len(scopes) == 1 else None  # kills of both kinds, or unsaid: both fixes
     lines = _lines(killed)
     more = ""
@@ -289,11 +292,16 @@ def kernel_oom_kill(kernel) -> Iterator[Hit]:
     )
 
 
-def _oom_context(contexts: list, path: str, kill) -> dict:
-    """The ``oom-kill:constraint=`` (or older ``Kill process ... or sacrifice child``) line the kernel printed
-    for ``kill``: the last one before it in its file, a few lines up at most."""
-    before = [e for p, e in contexts if p == path and kill.line - 50 <= e.line < kill.line]
-    return dict(before[-1].detail) if before else {}
+def _oom_context(contexts: list, path: str, kill, after: int = 0) -> dict:
+    """What the lines the kernel printed for ``kill`` before it say (``oom-kill:constraint=...``, or the
+    older ``Task in ... killed as a result of limit of ...`` and ``Kill process ... or sacrifice child``): the
+    context lines a few lines up in its file and after the kill before it (line ``after``), the later ones
+    winning."""
+    merged: dict = {}
+    for p, e in contexts:
+        if p == path and max(kill.line - 50, after) < e.line < kill.line:
+            merged.update(e.detail)
+    return merged
 
 
 @rule(
