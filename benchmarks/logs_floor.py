@@ -37,6 +37,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import logs_bench  # noqa: E402
+from logs_passes import grep_cpu  # noqa: E402
 
 # run in a fresh interpreter: argv[1] the mode, the rest the log paths; prints one JSON object
 _CHILD = r"""
@@ -85,17 +86,6 @@ def child(mode: str, paths: list[str], env: dict) -> dict:
 
 def least(runs: list[dict]) -> dict:
     return {k: min(r[k] for r in runs) for k in runs[0]}
-
-
-def grep_cpu(paths: list[str], out: str) -> float:
-    runs = []
-    for _ in range(3):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        with open(out, "wb") as sink:  # a file: grep stops early on /dev/null
-            subprocess.run(["grep", "-c", "NCCL", *paths], stdout=sink, check=False)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        runs.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return max(min(runs), 1e-3)
 
 
 def measure(name: str, paths: list[str], env: dict, repeat: int, folder: str) -> None:

@@ -315,30 +315,45 @@ def oom_killed_rank(kernel, logs: LogAnalysis) -> Iterator[Hit]:
     """A killed pid equals the pid NCCL printed for a rank. A kernel log names no host of its own: when
     ranks on several hosts had that pid, the finding says so. (Of a log of thousands of kills, the kills the
     reader kept are read: the first of their group.)"""
+    for path, event, pid, rank, where, one_host in _rank_processes(kernel, logs, "oom", once=False):
+        if event.code != "killed":
+            continue
+        errors = [e for e in logs.errors if e.pid != rank.pid or e.host != rank.host]
+        after = (f"; the {len(errors)} NCCL error(s) of other processes in the log follow from it"
+                 if errors and one_host else "")
+        yield _rank_hit(path, event, rank, one_host,
+                        f"the OOM killer killed pid {pid}, rank {rank.rank}'s process {where}{after}")
+
+
+def _rank_processes(kernel, logs: LogAnalysis, kind: str, *, once: bool):
+    """``(path, event, pid, rank, where, one_host)`` for each ``kind`` event whose pid NCCL printed for a
+    rank (``once``: the first event of each pid only). A kernel log names no host of its own: ``where`` says
+    the rank's host, or the hosts whose ranks had that pid."""
     by_pid: dict[int, list[RankInfo]] = {}
     for rank in logs.ranks:
         if rank.pid is not None:
             by_pid.setdefault(rank.pid, []).append(rank)
+    seen: set[int] = set()
     for path, event in kernel:
-        if event.kind != "oom" or event.code != "killed":
-            continue
         pid = dict(event.detail).get("pid", "")
-        ranks = by_pid.get(int(pid), []) if pid.isdigit() else []
-        if not ranks:
+        if event.kind != kind or not pid.isdigit() or int(pid) not in by_pid or int(pid) in seen:
             continue
+        if once:
+            seen.add(int(pid))
+        ranks = by_pid[int(pid)]
         hosts = sorted({r.host or "?" for r in ranks})
-        rank = ranks[0]
         where = f"on {hosts[0]}" if len(hosts) == 1 else (
             f"(ranks on {', '.join(hosts)} had pid {pid}; the kernel log does not say which host it is from)")
-        errors = [e for e in logs.errors if e.pid != rank.pid or e.host != rank.host]
-        after = (f"; the {len(errors)} NCCL error(s) of other processes in the log follow from it"
-                 if errors and len(hosts) == 1 else "")
-        yield Hit(
-            subject=f"rank {rank.rank}",
-            message=f"the OOM killer killed pid {pid}, rank {rank.rank}'s process {where}{after}",
-            evidence=(_where(path, event),) + ((log_line(rank.evidence),) if rank.evidence else ()),
-            confidence=1.0 if len(hosts) == 1 else 0.5,
-        )
+        yield path, event, pid, ranks[0], where, len(hosts) == 1
+
+
+def _rank_hit(path: str, event, rank: RankInfo, one_host: bool, message: str) -> Hit:
+    return Hit(
+        subject=f"rank {rank.rank}",
+        message=message,
+        evidence=(_where(path, event),) + ((log_line(rank.evidence),) if rank.evidence else ()),
+        confidence=1.0 if one_host else 0.5,
+    )
 
 
 _PEERMEM_WHY = {
@@ -427,28 +442,9 @@ def kernel_hung_task(kernel) -> Iterator[Hit]:
 def hung_rank_process(kernel, logs: LogAnalysis) -> Iterator[Hit]:
     """A pid of a hung-task or soft-lockup line equals the pid NCCL printed for a rank (the kernel log names
     no host: ranks on several hosts with that pid are said, with a lower confidence)."""
-    by_pid: dict[int, list[RankInfo]] = {}
-    for rank in logs.ranks:
-        if rank.pid is not None:
-            by_pid.setdefault(rank.pid, []).append(rank)
-    seen: set[int] = set()
-    for path, event in kernel:
-        pid = dict(event.detail).get("pid", "")
-        if event.kind != "hung_task" or not pid.isdigit() or int(pid) in seen or int(pid) not in by_pid:
-            continue
-        seen.add(int(pid))
-        ranks = by_pid[int(pid)]
-        hosts = sorted({r.host or "?" for r in ranks})
-        rank = ranks[0]
-        where = f"on {hosts[0]}" if len(hosts) == 1 else (
-            f"(ranks on {', '.join(hosts)} had pid {pid}; the kernel log does not say which host it is from)")
-        yield Hit(
-            subject=f"rank {rank.rank}",
-            message=f"{event.message}: that is rank {rank.rank}'s process {where}; a rank stuck in the "
-            "kernel stalls every collective of the job",
-            evidence=(_where(path, event),) + ((log_line(rank.evidence),) if rank.evidence else ()),
-            confidence=1.0 if len(hosts) == 1 else 0.5,
-        )
+    for path, event, _pid, rank, where, one_host in _rank_processes(kernel, logs, "hung_task", once=True):
+        yield _rank_hit(path, event, rank, one_host, f"{event.message}: that is rank {rank.rank}'s process "
+                        f"{where}; a rank stuck in the kernel stalls every collective of the job")
 
 
 _NFS_FIX = ("find why the server or the path to it stalled (server load, network); a hard mount makes every "
